@@ -1,0 +1,137 @@
+"""Every write to teams, keys and quotas goes through these functions.
+
+They validate, write the database, then publish the new record to Redis so every gateway
+process sees it within AUTH_PROCESS_CACHE_TTL_S. Views, commands and the admin stay thin.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from gateway.accounts.keys import new_key
+from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
+from gateway.accounts.records import (
+    key_record_from_row,
+    key_records,
+    quota_limits_from_row,
+    team_limits,
+)
+
+logger = logging.getLogger(__name__)
+
+QUOTA_FIELDS = (
+    "requests_per_minute",
+    "tokens_per_minute",
+    "tokens_per_month",
+    "budget_per_month_usd",
+    "max_tokens_cap",
+)
+DEFAULT_SCOPES = (ApiKey.Scope.INFERENCE.value,)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A new key; `plaintext` exists only here and is never stored."""
+
+    key: ApiKey
+    plaintext: str
+
+
+def _check_limits(limits: dict[str, Any]) -> None:
+    unknown = set(limits) - set(QUOTA_FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown quota field(s): {', '.join(sorted(unknown))}.")
+    for name, value in limits.items():
+        if value is not None and value < 0:
+            raise ValidationError({name: f"{name} must be zero or more, not {value}."})
+
+
+@transaction.atomic
+def create_team(name: str, **limits: int | Decimal | None) -> Team:
+    _check_limits(limits)
+    name = name.strip()
+    team = Team(name=name, slug=slugify(name))
+    team.full_clean()
+    team.save()
+    policy = QuotaPolicy(team=team, **limits)
+    policy.full_clean()
+    policy.save()
+    logger.info("created team %s (id %s) with limits %s", team.name, team.pk, limits)
+    return team
+
+
+def add_member(
+    team: Team, user: AbstractBaseUser, role: str = Membership.Role.MEMBER
+) -> Membership:
+    membership, _ = Membership.objects.update_or_create(
+        team=team, user=user, defaults={"role": role}
+    )
+    return membership
+
+
+def issue_api_key(
+    team: Team,
+    name: str = "",
+    expires_in_days: int | None = None,
+    expires_at: datetime | None = None,
+    scopes: tuple[str, ...] = DEFAULT_SCOPES,
+    allowed_models: tuple[str, ...] = (),
+    requests_per_minute: int | None = None,
+    created_by: AbstractBaseUser | None = None,
+) -> IssuedKey:
+    if expires_in_days is not None and expires_in_days <= 0:
+        raise ValidationError({"expires_in_days": "expires_in_days must be 1 or more."})
+    if expires_in_days is not None:
+        expires_at = timezone.now() + timedelta(days=expires_in_days)
+    if requests_per_minute is not None and requests_per_minute < 0:
+        raise ValidationError({"requests_per_minute": "requests_per_minute must be 0 or more."})
+    valid_scopes = set(ApiKey.Scope.values)
+    if not scopes or not set(scopes) <= valid_scopes:
+        raise ValidationError({"scopes": f"Scopes must be a non-empty subset of {valid_scopes}."})
+    generated = new_key()
+    key = ApiKey(
+        team=team,
+        lookup_id=generated.lookup_id,
+        secret_hash=generated.secret_hash,
+        name=name,
+        scopes=sorted(set(scopes)),
+        allowed_models=list(allowed_models),
+        requests_per_minute=requests_per_minute,
+        created_by=created_by,  # type: ignore[misc]
+        expires_at=expires_at,
+    )
+    key.full_clean()
+    key.save()
+    # Replace a cached "missing" record in case this lookup id was probed before.
+    key_records.publish(key.lookup_id, key_record_from_row(key))
+    logger.info("issued API key %s for team %s", key.lookup_id, team.name)
+    return IssuedKey(key=key, plaintext=generated.plaintext)
+
+
+def revoke_api_key(key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        logger.info("revoked API key %s of team %s", key.lookup_id, key.team_id)
+    key_records.publish(key.lookup_id, key_record_from_row(key))
+    return key
+
+
+def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPolicy:
+    _check_limits(changes)
+    policy, _ = QuotaPolicy.objects.get_or_create(team=team)
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    policy.full_clean()
+    policy.save()
+    team_limits.publish(str(team.pk), quota_limits_from_row(policy))
+    logger.info("changed quota policy of team %s: %s", team.name, changes)
+    return policy

@@ -1,0 +1,124 @@
+"""Management API: a team's admins manage its keys and quota and read its usage."""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.shortcuts import get_object_or_404
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway.accounts import actions
+from gateway.accounts.api.authentication import KeyPrincipal, ServiceUnavailable
+from gateway.accounts.api.serializers import (
+    ApiKeySerializer,
+    NewApiKeySerializer,
+    QuotaPolicySerializer,
+)
+from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
+from gateway.accounts.quota_usage import read_team_usage
+from gateway.accounts.quotas import AdmissionUnavailable
+from gateway.accounts.records import quota_limits_from_row
+
+
+def team_for_admin(request: Request, slug: str) -> Team:
+    """The team in the URL, if the caller administers it; 404 hides other teams."""
+    team = get_object_or_404(Team, slug=slug)
+    user = request.user
+    if isinstance(user, KeyPrincipal):
+        if user.team_id != team.pk:
+            raise exceptions.NotFound()
+        return team
+    if getattr(user, "is_superuser", False):
+        return team
+    if user.pk is None:
+        raise exceptions.NotAuthenticated()
+    memberships = Membership.objects.filter(team=team, user_id=user.pk)
+    role = memberships.values_list("role", flat=True).first()
+    if role is None:
+        raise exceptions.NotFound()
+    if role != Membership.Role.ADMIN:
+        raise exceptions.PermissionDenied("Only the team's admins may manage it.")
+    return team
+
+
+def _as_api_error(exc: DjangoValidationError) -> exceptions.ValidationError:
+    detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+    return exceptions.ValidationError(detail)
+
+
+class ApiKeyListView(APIView):
+    def get(self, request: Request, slug: str) -> Response:
+        team = team_for_admin(request, slug)
+        return Response(ApiKeySerializer(team.api_keys.all(), many=True).data)
+
+    def post(self, request: Request, slug: str) -> Response:
+        team = team_for_admin(request, slug)
+        form = NewApiKeySerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data: dict[str, Any] = form.validated_data
+        created_by = None if isinstance(request.user, KeyPrincipal) else request.user
+        try:
+            issued = actions.issue_api_key(
+                team,
+                name=data["name"],
+                expires_in_days=data.get("expires_in_days"),
+                scopes=tuple(data["scopes"]),
+                allowed_models=tuple(data["allowed_models"]),
+                requests_per_minute=data.get("requests_per_minute"),
+                created_by=created_by,  # type: ignore[arg-type]
+            )
+        except DjangoValidationError as exc:
+            raise _as_api_error(exc) from None
+        body = {**ApiKeySerializer(issued.key).data, "key": issued.plaintext}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyRevokeView(APIView):
+    def post(self, request: Request, slug: str, lookup_id: str) -> Response:
+        team = team_for_admin(request, slug)
+        key = get_object_or_404(ApiKey, team=team, lookup_id=lookup_id)
+        return Response(ApiKeySerializer(actions.revoke_api_key(key)).data)
+
+
+class QuotaPolicyView(APIView):
+    def get(self, request: Request, slug: str) -> Response:
+        team = team_for_admin(request, slug)
+        policy, _ = QuotaPolicy.objects.get_or_create(team=team)
+        return Response(QuotaPolicySerializer(policy).data)
+
+    def patch(self, request: Request, slug: str) -> Response:
+        team = team_for_admin(request, slug)
+        policy, _ = QuotaPolicy.objects.get_or_create(team=team)
+        form = QuotaPolicySerializer(policy, data=request.data, partial=True)
+        form.is_valid(raise_exception=True)
+        try:
+            policy = actions.update_quota_policy(team, **form.validated_data)
+        except DjangoValidationError as exc:
+            raise _as_api_error(exc) from None
+        return Response(QuotaPolicySerializer(policy).data)
+
+
+class UsageView(APIView):
+    def get(self, request: Request, slug: str) -> Response:
+        team = team_for_admin(request, slug)
+        limits = quota_limits_from_row(QuotaPolicy.objects.filter(team=team).first())
+        try:
+            usage = read_team_usage(team.pk, limits)
+        except AdmissionUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from None
+        return Response(
+            {
+                "team": team.slug,
+                "limits": [
+                    {
+                        "limit": item.limit,
+                        "used": item.used,
+                        "limit_value": item.limit_value,
+                        "remaining": item.remaining,
+                    }
+                    for item in usage
+                ],
+            }
+        )

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "gateway.accounts"
+    label = "accounts"
+    verbose_name = "Teams, keys and quotas"
+    default_auto_field = "django.db.models.BigAutoField"

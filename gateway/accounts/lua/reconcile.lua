@@ -1,0 +1,15 @@
+-- Settle a reservation to what the request really used: return unused tokens and cost,
+-- or charge extra when the real count exceeded the estimate.
+-- KEYS: 1 team tokens/min hash, 2 team tokens this month, 3 team cost this month
+-- ARGV: 1 the reservation's bucket second, 2 token delta, 3 cost delta (both signed)
+-- A minute bucket that has already left the window is not touched: it no longer counts.
+
+local token_delta = tonumber(ARGV[2])
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  if redis.call('HINCRBY', KEYS[1], ARGV[1], token_delta) < 0 then
+    redis.call('HSET', KEYS[1], ARGV[1], 0)
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('INCRBY', KEYS[2], token_delta) end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('INCRBY', KEYS[3], ARGV[3]) end
+return 1

@@ -1,0 +1,199 @@
+"""Admission control: reserve a request against every quota at once, then settle it.
+
+A request reserves prompt_tokens + max_tokens (and the matching cost) before any GPU work,
+so concurrent requests can never jointly exceed a limit; after the response, reconcile()
+gives back what was not used. Both steps are single Lua scripts (lua/), atomic across all
+gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
+"""
+
+import calendar
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis.exceptions
+from redis.asyncio import Redis
+
+from gateway.accounts.records import QuotaLimits
+from gateway.redis_clients import async_redis
+
+_LUA_DIR = Path(__file__).with_name("lua")
+MONTH_COUNTER_TTL_S = 40 * 24 * 3600
+_UNLIMITED = -1
+
+
+class AdmissionUnavailable(Exception):
+    """Quota state could not be reached; the request must be refused (503)."""
+
+
+class MaxTokensOverCap(ValueError):
+    def __init__(self, requested: int, cap: int) -> None:
+        super().__init__(f"max_tokens={requested} exceeds this team's cap of {cap}.")
+        self.requested = requested
+        self.cap = cap
+
+
+@dataclass(frozen=True)
+class RateLimitState:
+    """What x-ratelimit-* headers report; None where the team has no such limit."""
+
+    limit_requests: int | None
+    remaining_requests: int | None
+    reset_requests_s: float
+    limit_tokens: int | None
+    remaining_tokens: int | None
+    reset_tokens_s: float
+
+
+class QuotaExceeded(Exception):
+    def __init__(self, limit: str, retry_after_s: float | None, state: RateLimitState) -> None:
+        when = "never (the request alone exceeds it)" if retry_after_s is None else (
+            f"in {retry_after_s:.1f} s"
+        )
+        super().__init__(f"Quota {limit} exceeded; the request could pass {when}.")
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.state = state
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    team_id: int
+    key_id: str | None
+    prompt_tokens: int
+    max_tokens: int
+    cost_micros: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.max_tokens
+
+
+@dataclass(frozen=True)
+class Reservation:
+    team_id: int
+    key_id: str | None
+    tokens: int
+    cost_micros: int
+    bucket_second: int
+    month: str
+    state: RateLimitState
+
+
+class _Script:
+    """A Lua script run by SHA, loaded on first NOSCRIPT (e.g. after a Redis restart)."""
+
+    def __init__(self, filename: str) -> None:
+        self.source = (_LUA_DIR / filename).read_text()
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()  # noqa: S324 - Redis's id
+
+    async def run(self, client: Redis, keys: list[str], args: list[int | str]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+_ADMIT = _Script("admit.lua")
+_RECONCILE = _Script("reconcile.lua")
+
+
+def team_counter_keys(team_id: int, month: str) -> dict[str, str]:
+    # One hash tag per team keeps every counter of a script in one Redis Cluster slot.
+    base = f"sluice:quota:{{t{team_id}}}"
+    return {
+        "requests_per_minute": f"{base}:rpm",
+        "tokens_per_minute": f"{base}:tpm",
+        "tokens_per_month": f"{base}:tokens:{month}",
+        "budget_per_month": f"{base}:cost:{month}",
+    }
+
+
+def key_counter_key(team_id: int, key_id: str | None) -> str:
+    return f"sluice:quota:{{t{team_id}}}:key:{key_id or '-'}:rpm"
+
+
+def month_of(epoch: float) -> tuple[str, int]:
+    """The UTC calendar month as YYYY-MM, and the epoch second the next one starts."""
+    moment = datetime.fromtimestamp(epoch, tz=UTC)
+    year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+    return f"{moment:%Y-%m}", calendar.timegm((year, month, 1, 0, 0, 0))
+
+
+def _limit(value: int | None) -> int:
+    return _UNLIMITED if value is None else value
+
+
+def _state(limits: QuotaLimits, reply: list[Any]) -> RateLimitState:
+    return RateLimitState(
+        limit_requests=limits.requests_per_minute,
+        remaining_requests=None if reply[0] < 0 else int(reply[0]),
+        reset_requests_s=int(reply[2]) / 1000,
+        limit_tokens=limits.tokens_per_minute,
+        remaining_tokens=None if reply[1] < 0 else int(reply[1]),
+        reset_tokens_s=int(reply[3]) / 1000,
+    )
+
+
+async def admit(
+    limits: QuotaLimits, request: AdmissionRequest, key_rpm: int | None = None
+) -> Reservation:
+    if limits.max_tokens_cap is not None and request.max_tokens > limits.max_tokens_cap:
+        raise MaxTokensOverCap(request.max_tokens, limits.max_tokens_cap)
+    month, next_month = month_of(time.time())
+    counters = team_counter_keys(request.team_id, month)
+    keys = [*counters.values(), key_counter_key(request.team_id, request.key_id)]
+    args: list[int | str] = [
+        request.tokens,
+        request.cost_micros,
+        _limit(limits.requests_per_minute),
+        _limit(limits.tokens_per_minute),
+        _limit(limits.tokens_per_month),
+        _limit(limits.budget_per_month_micros),
+        _limit(key_rpm),
+        MONTH_COUNTER_TTL_S,
+        next_month,
+    ]
+    try:
+        reply = await _ADMIT.run(async_redis(), keys, args)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise AdmissionUnavailable("Redis is unreachable; admission fails closed.") from exc
+    if int(reply[0]) == 0:
+        wait_ms = int(reply[2])
+        raise QuotaExceeded(
+            limit=str(reply[1]),
+            retry_after_s=None if wait_ms < 0 else wait_ms / 1000,
+            state=_state(limits, reply[3:]),
+        )
+    return Reservation(
+        team_id=request.team_id,
+        key_id=request.key_id,
+        tokens=request.tokens,
+        cost_micros=request.cost_micros,
+        bucket_second=int(reply[1]),
+        month=month,
+        state=_state(limits, reply[2:]),
+    )
+
+
+async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros: int) -> None:
+    """Settle a reservation to real usage; an aborted stream passes what it produced."""
+    counters = team_counter_keys(reservation.team_id, reservation.month)
+    keys = [
+        counters["tokens_per_minute"],
+        counters["tokens_per_month"],
+        counters["budget_per_month"],
+    ]
+    args: list[int | str] = [
+        reservation.bucket_second,
+        used_tokens - reservation.tokens,
+        used_cost_micros - reservation.cost_micros,
+    ]
+    try:
+        await _RECONCILE.run(async_redis(), keys, args)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise AdmissionUnavailable("Redis is unreachable; reservation not settled.") from exc

@@ -1,0 +1,154 @@
+"""Key and quota records, cached per process for at most a second and shared in Redis.
+
+Reads go process cache -> Redis -> database. Writes (revocation, policy changes) are
+published to Redis with a plain SET, while readers that loaded from the database fill
+Redis with SET NX: a reader that raced a revocation can never overwrite it. Every process
+re-reads Redis once its short local entry ages out, so a change reaches all of them
+within AUTH_PROCESS_CACHE_TTL_S plus one round trip.
+"""
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import Any, Generic, TypeVar, cast
+
+import redis.exceptions
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from gateway.accounts.models import ApiKey, QuotaPolicy
+from gateway.redis_clients import RedisUnavailable, async_redis, sync_redis
+
+REDIS_RECORD_TTL_S = 3600
+_MISSING = json.dumps({"missing": True})
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    lookup_id: str
+    team_id: int
+    secret_hash: str
+    scopes: tuple[str, ...]
+    allowed_models: tuple[str, ...]
+    requests_per_minute: int | None
+    expires_at: float | None
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """A team's limits as admission sees them; None means unlimited."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    tokens_per_month: int | None = None
+    budget_per_month_micros: int | None = None
+    max_tokens_cap: int | None = None
+
+
+class RecordCache(Generic[T]):
+    def __init__(
+        self,
+        namespace: str,
+        load: Callable[[str], T | None],
+        decode: Callable[[dict[str, Any]], T],
+    ) -> None:
+        self.namespace = namespace
+        self._load = load
+        self._decode = decode
+        self._local: dict[str, tuple[T | None, float]] = {}
+
+    def redis_key(self, ident: str) -> str:
+        return f"sluice:{self.namespace}:{ident}"
+
+    async def get(self, ident: str) -> T | None:
+        now = time.monotonic()
+        cached = self._local.get(ident)
+        if cached is not None and now - cached[1] < settings.AUTH_PROCESS_CACHE_TTL_S:
+            return cached[0]
+        record = await self._fetch(ident)
+        self._local[ident] = (record, now)
+        return record
+
+    async def _fetch(self, ident: str) -> T | None:
+        client = async_redis()
+        try:
+            raw = cast(str | None, await client.get(self.redis_key(ident)))
+            if raw is None:
+                loaded = await sync_to_async(self._load)(ident)
+                fresh = encode_record(loaded)
+                # SET NX GET: keep (and use) whatever a writer published meanwhile.
+                previous = await client.set(
+                    self.redis_key(ident), fresh, nx=True, get=True, ex=REDIS_RECORD_TTL_S
+                )
+                raw = str(previous) if previous is not None else fresh
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise RedisUnavailable(f"Redis unreachable while reading {self.namespace}") from exc
+        data = json.loads(raw)
+        return None if data.get("missing") else self._decode(data)
+
+    def publish(self, ident: str, record: T | None) -> None:
+        """Overwrite the shared record after a write; local caches age out within a second."""
+        sync_redis().set(self.redis_key(ident), encode_record(record), ex=REDIS_RECORD_TTL_S)
+        self._local.pop(ident, None)
+
+    def clear_local(self) -> None:
+        self._local.clear()
+
+
+def encode_record(record: object | None) -> str:
+    if record is None:
+        return _MISSING
+    return json.dumps(asdict(record))  # type: ignore[call-overload]
+
+
+def key_record_from_row(key: ApiKey) -> KeyRecord:
+    return KeyRecord(
+        lookup_id=key.lookup_id,
+        team_id=key.team_id,
+        secret_hash=key.secret_hash,
+        scopes=tuple(key.scopes),
+        allowed_models=tuple(key.allowed_models),
+        requests_per_minute=key.requests_per_minute,
+        expires_at=key.expires_at.timestamp() if key.expires_at else None,
+        revoked=key.revoked_at is not None,
+    )
+
+
+def quota_limits_from_row(policy: QuotaPolicy | None) -> QuotaLimits:
+    if policy is None:
+        return QuotaLimits()
+    budget = policy.budget_per_month_usd
+    return QuotaLimits(
+        requests_per_minute=policy.requests_per_minute,
+        tokens_per_minute=policy.tokens_per_minute,
+        tokens_per_month=policy.tokens_per_month,
+        budget_per_month_micros=None if budget is None else int(budget * Decimal(1_000_000)),
+        max_tokens_cap=policy.max_tokens_cap,
+    )
+
+
+def _load_key(lookup_id: str) -> KeyRecord | None:
+    key = ApiKey.objects.filter(lookup_id=lookup_id).first()
+    return None if key is None else key_record_from_row(key)
+
+
+def _load_limits(team_id: str) -> QuotaLimits | None:
+    policy = QuotaPolicy.objects.filter(team_id=int(team_id)).first()
+    return quota_limits_from_row(policy)
+
+
+def _decode_key(data: dict[str, Any]) -> KeyRecord:
+    data["scopes"] = tuple(data["scopes"])
+    data["allowed_models"] = tuple(data["allowed_models"])
+    return KeyRecord(**data)
+
+
+key_records: RecordCache[KeyRecord] = RecordCache("apikey", _load_key, _decode_key)
+team_limits: RecordCache[QuotaLimits] = RecordCache(
+    "quota", _load_limits, lambda data: QuotaLimits(**data)
+)

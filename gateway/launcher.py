@@ -1,0 +1,144 @@
+"""`make run`: everything on embedded defaults, in the foreground, under one supervisor.
+
+Starts the bundled Redis 8 (unless REDIS_URL is set), migrates, rotates the demo login and
+API key, then runs the ASGI server, a Celery worker and Celery beat. Values a second
+terminal needs (Redis URL, secret key) are recorded under var/.
+"""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from gateway import embedded_redis
+from gateway.supervisor import Supervisor
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 90.0
+SERVERS = {
+    "uvicorn": ["-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop",
+                "--http", "httptools", "--no-access-log"],
+    "daphne": ["-m", "daphne", "gateway.asgi:application"],
+}  # fmt: skip
+
+
+def fail(message: str) -> "None":
+    print(f"sluice: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def var_dir() -> Path:
+    path = Path(os.environ.get("SLUICE_VAR_DIR", BASE_DIR / "var"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ensure_secret_key(var: Path) -> None:
+    if os.environ.get("SECRET_KEY"):
+        return
+    path = var / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(BASE_DIR / "manage.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        fail(f"`manage.py {' '.join(args)}` failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def server_command(port: int) -> list[str]:
+    name = os.environ.get("SLUICE_SERVER", "uvicorn")
+    if name not in SERVERS:
+        fail(f"SLUICE_SERVER={name!r} is not one of {', '.join(SERVERS)}")
+    args = [sys.executable, *SERVERS[name]]
+    if name == "daphne":
+        return [*args, "--bind", "127.0.0.1", "--port", str(port)]
+    return [*args, "--host", "127.0.0.1", "--port", str(port)]
+
+
+def start_redis(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:
+    port = embedded_redis.free_port()
+    command = embedded_redis.redis_server_command(port, var / "redis", persistent=True)
+    child = supervisor.start("redis", command, env)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        embedded_redis.wait_until_ready(url, child.process)
+    except embedded_redis.EmbeddedRedisError as exc:
+        supervisor.stop_all()
+        fail(str(exc))
+    (var / "redis.url").write_text(url + "\n")
+    env["REDIS_URL"] = url
+
+
+def wait_for_ready(supervisor: Supervisor, port: int) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    url = f"http://127.0.0.1:{port}/readyz"
+    while time.monotonic() < deadline and not supervisor.stopping:
+        if supervisor.first_exited() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def banner(port: int, demo: dict[str, str]) -> str:
+    base = f"http://127.0.0.1:{port}"
+    return "\n".join([
+        "",
+        "Sluice is ready.",
+        f"  Web:         {base}/admin/  (the chat page joins at {base}/ with the chat app)",
+        f"  Demo login:  {demo['username']} / {demo['password']}  (staff, admin of team "
+        f"'{demo['team']}'; rotated each start)",
+        f"  API key:     {demo['api_key']}  (shown once; rotated each start)",
+        f"  Try it:      curl -s -H 'Authorization: Bearer {demo['api_key']}' "
+        f"{base}/api/v1/teams/{demo['team']}/usage/",
+        "  Ctrl-C stops everything.",
+        "",
+    ])  # fmt: skip
+
+
+def main() -> int:
+    os.chdir(BASE_DIR)
+    var = var_dir()
+    ensure_secret_key(var)
+    port = int(os.environ.get("PORT", "8000"))
+    if not embedded_redis.port_is_free(port):
+        fail(f"port {port} is already in use; stop what holds it or run with PORT=<other port>")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICE_VAR_DIR": str(var)}
+    supervisor = Supervisor()
+    supervisor.install_signal_handlers()
+    if not os.environ.get("REDIS_URL"):
+        start_redis(supervisor, var, env)
+    manage(env, "migrate", "--no-input", "-v", "0")
+    demo = json.loads(manage(env, "setup_demo", "--json").strip().splitlines()[-1])
+    supervisor.start("web", server_command(port), env)
+    celery = [sys.executable, "-m", "celery", "-A", "gateway"]
+    supervisor.start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"], env)
+    schedule = str(var / "celerybeat-schedule")
+    supervisor.start("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", schedule], env)
+    if wait_for_ready(supervisor, port):
+        print(banner(port, demo), flush=True)
+    return supervisor.wait()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""Shared Redis clients with short timeouts.
+
+The async client is kept per event loop: a redis.asyncio connection belongs to the loop
+that opened it, and Django runs sync code (DRF views, management commands) through
+async_to_sync, which may use a fresh loop.
+"""
+
+import asyncio
+import threading
+import weakref
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+_sync_client: redis.Redis | None = None
+_sync_lock = threading.Lock()
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class RedisUnavailable(Exception):
+    """Redis could not be reached in time; callers fail closed."""
+
+
+def redis_url() -> str:
+    url: str = settings.REDIS_URL
+    if not url:
+        raise ImproperlyConfigured(
+            "Redis is not configured: set REDIS_URL to a Redis >= 8 server, or start the "
+            "platform with `make run`, which starts the bundled Redis 8 and records its URL "
+            "under var/redis.url."
+        )
+    return url
+
+
+def _client_options() -> dict[str, Any]:
+    return {
+        "socket_connect_timeout": settings.REDIS_CONNECT_TIMEOUT_S,
+        "socket_timeout": settings.REDIS_SOCKET_TIMEOUT_S,
+        "decode_responses": True,
+        "health_check_interval": 30,
+    }
+
+
+def sync_redis() -> redis.Redis:
+    global _sync_client
+    if _sync_client is None:
+        with _sync_lock:
+            if _sync_client is None:
+                _sync_client = redis.Redis.from_url(redis_url(), **_client_options())
+    return _sync_client
+
+
+def async_redis() -> aioredis.Redis:
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = aioredis.Redis.from_url(redis_url(), **_client_options())
+        _async_clients[loop] = client
+    return client
+
+
+def reset_clients() -> None:
+    """Forget cached clients, so a changed REDIS_URL takes effect (tests, forked workers)."""
+    global _sync_client
+    with _sync_lock:
+        _sync_client = None
+    _async_clients.clear()

@@ -1,0 +1,164 @@
+"""Sluice settings: every knob from the environment, embedded defaults for `make run`.
+
+Values that `make run` chooses at start-up (the bundled Redis URL, a generated secret key)
+are recorded under var/ so that a second terminal's `manage.py` reaches the same services
+with no extra exports.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from gateway.env import env_bool, env_float, env_int, env_list, env_str, read_recorded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("SLUICE_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+
+_INSECURE_DEV_KEY = "insecure-dev-key-only-for-local-debugging"
+SECRET_KEY = env_str("SECRET_KEY") or read_recorded(VAR_DIR / "secret_key")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY (50+ random characters) in production, "
+            "or start the platform with `make run`, which generates one under var/."
+        )
+    SECRET_KEY = _INSECURE_DEV_KEY
+if not DEBUG and (SECRET_KEY == _INSECURE_DEV_KEY or len(SECRET_KEY) < 32):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the development default or shorter than 32 characters; refusing to "
+        "start with DEBUG off. Generate one with: python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'"
+    )
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "gateway.accounts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gateway.urls"
+ASGI_APPLICATION = "gateway.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL")
+if not DATABASE_URL:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASE_URL = f"sqlite:///{VAR_DIR / 'sluice.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory: tests start other processes that must see the same test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis: quotas, key records, Channels layer, Celery broker. `make run` starts the bundled
+# Redis 8 and records its URL; the machine's own Redis may be 7 (no vector sets), so there
+# is deliberately no fallback to localhost:6379.
+REDIS_URL = env_str("REDIS_URL") or read_recorded(VAR_DIR / "redis.url")
+CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
+# Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
+REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 0.25)
+REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 0.5)
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "sluice:asgi"},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "flush-api-key-last-used": {
+        "task": "gateway.accounts.tasks.flush_api_key_last_used",
+        "schedule": 30.0,
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Authentication: how long one process trusts a key or policy record before asking Redis
+# again. Revocation and policy changes reach every process within this bound plus one
+# Redis round trip; the issue requires 2 seconds.
+AUTH_PROCESS_CACHE_TTL_S = env_float("AUTH_PROCESS_CACHE_TTL_S", 1.0)
+API_KEY_LAST_USED_INTERVAL_S = env_int("API_KEY_LAST_USED_INTERVAL_S", 60, minimum=1)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "gateway.accounts.api.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 1_048_576, minimum=1024)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+DEMO_TEAM_NAME = env_str("DEMO_TEAM_NAME", "demo")
+PORT = env_int("PORT", 8000, minimum=1)

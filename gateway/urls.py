@@ -1,0 +1,11 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from gateway import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("gateway.accounts.api.urls")),
+]
