@@ -27,7 +27,9 @@ def free_port() -> int:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True unless something listens there (connections in TIME_WAIT do not count)."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

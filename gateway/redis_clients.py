@@ -26,6 +26,11 @@ class RedisUnavailable(Exception):
     """Redis could not be reached in time; callers fail closed."""
 
 
+# Any client-side Redis failure (refused, timed out, pool exhausted, garbled reply, server
+# error) means the quota state is unknown; callers treat them all as "unavailable".
+REDIS_FAILURES = (redis.exceptions.RedisError,)
+
+
 def redis_url() -> str:
     url: str = settings.REDIS_URL
     if not url:
@@ -59,7 +64,15 @@ def async_redis() -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = aioredis.Redis.from_url(redis_url(), **_client_options())
+        # A bounded pool that waits (up to the socket timeout) for a free connection:
+        # a burst of requests queues briefly instead of opening thousands of sockets.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            redis_url(),
+            max_connections=settings.REDIS_MAX_CONNECTIONS,
+            timeout=settings.REDIS_SOCKET_TIMEOUT_S,
+            **_client_options(),
+        )
+        client = aioredis.Redis(connection_pool=pool)
         _async_clients[loop] = client
     return client
 

@@ -94,6 +94,7 @@ CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
 # Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
 REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 0.25)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 0.5)
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 64, minimum=1)
 
 CHANNEL_LAYERS = {
     "default": {

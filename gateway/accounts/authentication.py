@@ -6,12 +6,11 @@ Used by the OpenAI-compatible API (async, hot path) and by the management API.
 import logging
 import time
 
-import redis.exceptions
 from django.conf import settings
 
 from gateway.accounts.keys import MalformedKey, parse_key, secret_matches
 from gateway.accounts.records import KeyRecord, key_records
-from gateway.redis_clients import async_redis
+from gateway.redis_clients import REDIS_FAILURES, async_redis
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +68,6 @@ async def _note_used(lookup_id: str) -> None:
     _last_noted[lookup_id] = now
     try:
         await async_redis().hset(LAST_USED_HASH, lookup_id, str(int(time.time())))
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+    except REDIS_FAILURES:
         # Losing a last-used timestamp must not fail a request that was authenticated.
         logger.warning("could not record last use of API key %s: Redis unreachable", lookup_id)

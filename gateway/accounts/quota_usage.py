@@ -2,11 +2,9 @@
 
 from dataclasses import dataclass
 
-import redis.exceptions
-
 from gateway.accounts.quotas import AdmissionUnavailable, month_of, team_counter_keys
 from gateway.accounts.records import QuotaLimits
-from gateway.redis_clients import sync_redis
+from gateway.redis_clients import REDIS_FAILURES, sync_redis
 
 WINDOW_S = 60
 
@@ -38,7 +36,7 @@ def read_team_usage(team_id: int, limits: QuotaLimits) -> list[LimitUsage]:
         pipe.get(keys["tokens_per_month"])
         pipe.get(keys["budget_per_month"])
         rpm, tpm, month_tokens, month_cost = pipe.execute()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+    except REDIS_FAILURES as exc:
         raise AdmissionUnavailable("Redis is unreachable; usage cannot be read.") from exc
     return [
         LimitUsage("requests_per_minute", _window_sum(rpm, now_s), limits.requests_per_minute),

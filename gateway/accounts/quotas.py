@@ -8,6 +8,7 @@ gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 
 import calendar
 import hashlib
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,8 +19,9 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from gateway.accounts.records import QuotaLimits
-from gateway.redis_clients import async_redis
+from gateway.redis_clients import REDIS_FAILURES, async_redis
 
+logger = logging.getLogger(__name__)
 _LUA_DIR = Path(__file__).with_name("lua")
 MONTH_COUNTER_TTL_S = 40 * 24 * 3600
 _UNLIMITED = -1
@@ -160,7 +162,8 @@ async def admit(
     ]
     try:
         reply = await _ADMIT.run(async_redis(), keys, args)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+    except REDIS_FAILURES as exc:
+        logger.error("admission refused for team %s: Redis failed: %r", request.team_id, exc)
         raise AdmissionUnavailable("Redis is unreachable; admission fails closed.") from exc
     if int(reply[0]) == 0:
         wait_ms = int(reply[2])
@@ -195,5 +198,7 @@ async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros
     ]
     try:
         await _RECONCILE.run(async_redis(), keys, args)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+    except REDIS_FAILURES as exc:
+        # The reservation stays fully charged: over-counting is the safe side of a quota.
+        logger.error("reservation of team %s not settled: %r", reservation.team_id, exc)
         raise AdmissionUnavailable("Redis is unreachable; reservation not settled.") from exc

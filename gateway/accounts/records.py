@@ -14,12 +14,11 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any, Generic, TypeVar, cast
 
-import redis.exceptions
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from gateway.accounts.models import ApiKey, QuotaPolicy
-from gateway.redis_clients import RedisUnavailable, async_redis, sync_redis
+from gateway.redis_clients import REDIS_FAILURES, RedisUnavailable, async_redis, sync_redis
 
 REDIS_RECORD_TTL_S = 3600
 _MISSING = json.dumps({"missing": True})
@@ -86,7 +85,7 @@ class RecordCache(Generic[T]):
                     self.redis_key(ident), fresh, nx=True, get=True, ex=REDIS_RECORD_TTL_S
                 )
                 raw = str(previous) if previous is not None else fresh
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except REDIS_FAILURES as exc:
             raise RedisUnavailable(f"Redis unreachable while reading {self.namespace}") from exc
         data = json.loads(raw)
         return None if data.get("missing") else self._decode(data)
@@ -152,3 +151,8 @@ key_records: RecordCache[KeyRecord] = RecordCache("apikey", _load_key, _decode_k
 team_limits: RecordCache[QuotaLimits] = RecordCache(
     "quota", _load_limits, lambda data: QuotaLimits(**data)
 )
+
+
+async def limits_for_team(team_id: int) -> QuotaLimits:
+    """The team's current limits; a team without a policy is unlimited."""
+    return await team_limits.get(str(team_id)) or QuotaLimits()

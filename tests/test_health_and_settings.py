@@ -1,0 +1,64 @@
+import subprocess
+import sys
+
+import pytest
+from django.test import Client
+
+from gateway.embedded_redis import free_port
+from gateway.redis_clients import reset_clients
+from tests.conftest import REPO_ROOT
+
+
+def test_healthz_says_the_process_is_alive():
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_is_ready_when_database_and_redis_answer():
+    response = Client().get("/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_is_503_and_names_redis_when_redis_is_down(settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    reset_clients()
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"] == "ok"
+    assert response.json()["checks"]["redis"].startswith("error")
+
+
+def import_settings(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "gateway.settings",
+             "SLUICE_VAR_DIR": str(tmp_path), **env},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"SECRET_KEY": "short"}, {"SECRET_KEY": "insecure-dev-key-only-for-local-debugging"}],
+)
+def test_production_refuses_to_start_without_a_real_secret_key(tmp_path, env):
+    result = import_settings(tmp_path, **env)
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_production_starts_with_a_real_secret_key(tmp_path):
+    assert import_settings(tmp_path, SECRET_KEY="x" * 50).returncode == 0
+
+
+def test_a_bad_typed_setting_names_the_variable(tmp_path):
+    result = import_settings(tmp_path, SECRET_KEY="x" * 50, REDIS_MAX_CONNECTIONS="lots")
+    assert result.returncode != 0
+    assert "REDIS_MAX_CONNECTIONS='lots' is not an integer" in result.stderr

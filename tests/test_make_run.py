@@ -1,0 +1,112 @@
+"""`make run`'s launcher, end to end: real Redis, server, Celery worker and beat."""
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from gateway.embedded_redis import free_port, port_is_free
+from tests.conftest import REPO_ROOT
+
+READY_TIMEOUT_S = 120
+
+
+class Launcher:
+    def __init__(self, var_dir, port):
+        self.port = port
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+        env.update(SLUICE_VAR_DIR=str(var_dir), PORT=str(port))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.launcher"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, pattern, timeout=READY_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+        raise AssertionError(f"never saw {pattern!r}; output:\n{''.join(self.seen)}")
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def launcher(tmp_path):
+    port = free_port()
+    running = Launcher(tmp_path / "var", port)
+    yield running
+    running.stop()
+
+
+def curl_line_works(match):
+    key, url = match.group(1), match.group(2)
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return response.status, response.read().decode()
+
+
+def test_make_run_serves_prints_a_working_curl_line_and_stops_everything(launcher, tmp_path):
+    launcher.wait_for(r"Sluice is ready")
+    curl = launcher.wait_for(r"curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
+    status, body = curl_line_works(curl)
+    assert status == 200 and '"team":"demo"' in body
+    redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
+    launcher.wait_for(r"celery@\S+ ready", timeout=60)
+
+    # A second terminal: manage.py reaches the same database and Redis with no exports.
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env["SLUICE_VAR_DIR"] = str(tmp_path / "var")
+    key_id = curl.group(1).split("-")[2]
+    revoke = subprocess.run(
+        [sys.executable, "manage.py", "revoke_api_key", key_id],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert revoke.returncode == 0, revoke.stderr
+    time.sleep(2.0)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        curl_line_works(curl)
+    assert refused.value.code == 401
+
+    os.killpg(launcher.process.pid, signal.SIGINT)
+    assert launcher.process.wait(timeout=30) == 0
+    redis_port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    assert port_is_free(launcher.port) and port_is_free(redis_port)
+
+
+def test_a_child_that_dies_is_reported_and_brings_the_rest_down(launcher, tmp_path):
+    launcher.wait_for(r"Sluice is ready")
+    schedule = str(tmp_path / "var" / "celerybeat-schedule")
+    beat = subprocess.run(["pgrep", "-f", schedule], capture_output=True, text=True, check=True)
+    os.kill(int(beat.stdout.split()[0]), signal.SIGKILL)
+    launcher.wait_for(r"beat \(pid \d+\) exited with code -9; stopping everything else")
+    assert launcher.process.wait(timeout=30) == 1
+    assert port_is_free(launcher.port)

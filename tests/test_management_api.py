@@ -1,0 +1,157 @@
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from gateway.accounts import actions
+from gateway.accounts.authentication import AuthenticationFailed, authenticate_key
+from gateway.accounts.models import ApiKey, Membership, QuotaPolicy
+from gateway.accounts.quotas import AdmissionRequest, admit
+from gateway.accounts.records import key_records, limits_for_team, team_limits
+
+pytestmark = pytest.mark.django_db
+authenticate = async_to_sync(authenticate_key)
+
+
+@pytest.fixture
+def team():
+    return actions.create_team("Acme", requests_per_minute=60, tokens_per_minute=10_000)
+
+
+@pytest.fixture
+def other_team():
+    return actions.create_team("Globex")
+
+
+def user_with_role(team, role, name="alice"):
+    user = get_user_model().objects.create_user(name, password="pw-not-used-1234")
+    if role is not None:
+        actions.add_member(team, user, role)
+    return user
+
+
+@pytest.fixture
+def admin_client(team):
+    client = APIClient()
+    client.force_authenticate(user_with_role(team, Membership.Role.ADMIN))
+    return client
+
+
+def test_a_team_admin_creates_a_key_and_sees_it_once(admin_client, team):
+    created = admin_client.post(
+        "/api/v1/teams/acme/keys/", {"name": "ci", "scopes": ["inference"]}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    plaintext = created.json()["key"]
+    assert authenticate(plaintext, "inference").team_id == team.pk
+    listed = admin_client.get("/api/v1/teams/acme/keys/").json()
+    assert [item["lookup_id"] for item in listed] == [created.json()["lookup_id"]]
+    assert "key" not in listed[0] and "secret_hash" not in listed[0]
+    assert plaintext.split("-")[-1] not in str(listed)
+
+
+def test_bad_key_options_are_400_and_create_nothing(admin_client):
+    for body in (
+        {"scopes": ["root"]},
+        {"expires_in_days": 0},
+        {"requests_per_minute": -1},
+        {"nmae": "typo"},
+    ):
+        response = admin_client.post("/api/v1/teams/acme/keys/", body, format="json")
+        assert response.status_code == 400, body
+    assert not ApiKey.objects.exists()
+
+
+def test_revoking_through_the_api_stops_the_key(admin_client, team):
+    issued = actions.issue_api_key(team)
+    response = admin_client.post(f"/api/v1/teams/acme/keys/{issued.key.lookup_id}/revoke/")
+    assert response.status_code == 200
+    assert response.json()["revoked_at"] is not None
+    key_records.clear_local()
+    with pytest.raises(AuthenticationFailed, match="revoked"):
+        authenticate(issued.plaintext, "inference")
+
+
+def test_a_plain_member_may_not_manage_the_team(team):
+    client = APIClient()
+    client.force_authenticate(user_with_role(team, Membership.Role.MEMBER))
+    assert client.get("/api/v1/teams/acme/keys/").status_code == 403
+    assert client.post("/api/v1/teams/acme/keys/", {}, format="json").status_code == 403
+    assert not ApiKey.objects.exists()
+
+
+def test_another_teams_admin_cannot_see_the_team(team, other_team):
+    client = APIClient()
+    client.force_authenticate(user_with_role(other_team, Membership.Role.ADMIN, "bob"))
+    assert client.get("/api/v1/teams/acme/keys/").status_code == 404
+    assert client.get("/api/v1/teams/globex/keys/").status_code == 200
+
+
+def test_anonymous_requests_are_refused(team):
+    assert APIClient().get("/api/v1/teams/acme/keys/").status_code in (401, 403)
+
+
+def test_a_manage_key_works_only_for_its_own_team(team, other_team):
+    manage = actions.issue_api_key(team, scopes=("manage",)).plaintext
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage}")
+    assert client.get("/api/v1/teams/acme/quota/").status_code == 200
+    assert client.get("/api/v1/teams/globex/quota/").status_code == 404
+
+
+def test_an_inference_only_key_cannot_manage(team):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {actions.issue_api_key(team).plaintext}")
+    assert client.get("/api/v1/teams/acme/keys/").status_code == 403
+
+
+def test_a_malformed_bearer_key_is_401(team):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer sk-sluice-nope")
+    response = client.get("/api/v1/teams/acme/keys/")
+    assert response.status_code == 401
+    assert "Malformed API key" in response.json()["detail"]
+
+
+def test_session_writes_need_a_csrf_token(team):
+    client = APIClient(enforce_csrf_checks=True)
+    user_with_role(team, Membership.Role.ADMIN, "carol")
+    client.login(username="carol", password="pw-not-used-1234")
+    response = client.post("/api/v1/teams/acme/keys/", {"name": "x"}, format="json")
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["detail"]
+    assert not ApiKey.objects.exists()
+
+
+def test_quota_changes_apply_to_admission_and_bad_values_change_nothing(admin_client, team):
+    for body in ({"requests_per_minute": -1}, {"max_tokens_cap": 0}, {"tokens_per_mintue": 5}):
+        response = admin_client.patch("/api/v1/teams/acme/quota/", body, format="json")
+        assert response.status_code == 400, body
+    assert QuotaPolicy.objects.get(team=team).requests_per_minute == 60
+
+    response = admin_client.patch(
+        "/api/v1/teams/acme/quota/",
+        {"requests_per_minute": 5, "budget_per_month_usd": "12.50"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    team_limits.clear_local()
+    limits = async_to_sync(limits_for_team)(team.pk)
+    assert limits.requests_per_minute == 5
+    assert limits.budget_per_month_micros == 12_500_000
+
+
+def test_usage_reports_what_admission_counted(admin_client, team):
+    limits = async_to_sync(limits_for_team)(team.pk)
+    for _ in range(3):
+        async_to_sync(admit)(limits, AdmissionRequest(team.pk, None, 100, 50))
+    body = admin_client.get("/api/v1/teams/acme/usage/").json()
+    by_limit = {item["limit"]: item for item in body["limits"]}
+    assert by_limit["requests_per_minute"] == {
+        "limit": "requests_per_minute",
+        "used": 3,
+        "limit_value": 60,
+        "remaining": 57,
+    }
+    assert by_limit["tokens_per_minute"]["used"] == 450
+    assert by_limit["tokens_per_month"]["limit_value"] is None
