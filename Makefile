@@ -37,7 +37,8 @@ pytest: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/pytest
 
 bench: $(DEV_DEPS)
-	$(TEST_ENV) $(PY) -m gateway.bench_admission
+	$(TEST_ENV) SLUICE_VAR_DIR=$(CURDIR)/var/bench $(PY) manage.py migrate --no-input -v 0
+	$(TEST_ENV) SLUICE_VAR_DIR=$(CURDIR)/var/bench REDIS_URL= $(PY) manage.py bench_auth_admit
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

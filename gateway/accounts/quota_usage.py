@@ -20,8 +20,13 @@ class LimitUsage:
         return None if self.limit_value is None else max(self.limit_value - self.used, 0)
 
 
-def _window_sum(buckets: dict[str, str], now_s: int) -> int:
-    return sum(int(amount) for second, amount in buckets.items() if int(second) > now_s - WINDOW_S)
+def _window_sum(fields: dict[str, str], now_s: int) -> int:
+    """Sum the per-second buckets still in the window (bookkeeping fields are not digits)."""
+    return sum(
+        int(amount)
+        for second, amount in fields.items()
+        if second.isdigit() and int(second) > now_s - WINDOW_S
+    )
 
 
 def read_team_usage(team_id: int, limits: QuotaLimits) -> list[LimitUsage]:

@@ -2,13 +2,13 @@
 -- or charge extra when the real count exceeded the estimate.
 -- KEYS: 1 team tokens/min hash, 2 team tokens this month, 3 team cost this month
 -- ARGV: 1 the reservation's bucket second, 2 token delta, 3 cost delta (both signed)
--- A minute bucket that has already left the window is not touched: it no longer counts.
+-- A minute bucket that has already aged out of the window is not touched: it no longer
+-- counts, and the window's running `sum` (see admit.lua) no longer includes it.
 
 local token_delta = tonumber(ARGV[2])
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  if redis.call('HINCRBY', KEYS[1], ARGV[1], token_delta) < 0 then
-    redis.call('HSET', KEYS[1], ARGV[1], 0)
-  end
+  redis.call('HINCRBY', KEYS[1], ARGV[1], token_delta)
+  redis.call('HINCRBY', KEYS[1], 'sum', token_delta)
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('INCRBY', KEYS[2], token_delta) end
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('INCRBY', KEYS[3], ARGV[3]) end

@@ -1,0 +1,57 @@
+import re
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from gateway.accounts import actions
+from gateway.accounts.authentication import authenticate_key
+from gateway.accounts.models import ApiKey
+
+pytestmark = pytest.mark.django_db
+MODELS = ["team", "membership", "apikey", "quotapolicy"]
+
+
+@pytest.fixture
+def staff_client():
+    user = get_user_model().objects.create_superuser("root", password="pw-not-used-1234")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_model_has_an_admin_page_for_staff_only(staff_client, model):
+    actions.create_team("Acme")
+    assert staff_client.get(f"/admin/accounts/{model}/").status_code == 200
+    anonymous = Client().get(f"/admin/accounts/{model}/")
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+
+
+def test_adding_a_key_in_the_admin_shows_it_once_and_it_works(staff_client):
+    team = actions.create_team("Acme")
+    response = staff_client.post(
+        "/admin/accounts/apikey/add/",
+        {"team": team.pk, "name": "from admin", "scopes": '["inference"]',
+         "allowed_models": "[]", "requests_per_minute": "", "expires_at_0": "",
+         "expires_at_1": ""},
+        follow=True,
+    )  # fmt: skip
+    assert response.status_code == 200
+    shown = re.search(r"sk-sluice-[a-z0-9]{8}-[A-Za-z0-9]{40}", response.content.decode())
+    assert shown is not None, response.content.decode()[:2000]
+    assert async_to_sync(authenticate_key)(shown.group(0), "inference").team_id == team.pk
+    created_by = ApiKey.objects.get().created_by
+    assert created_by is not None and created_by.username == "root"
+
+
+def test_the_admin_revoke_action_revokes(staff_client):
+    team = actions.create_team("Acme")
+    key = actions.issue_api_key(team).key
+    staff_client.post(
+        "/admin/accounts/apikey/",
+        {"action": "revoke_selected", "_selected_action": [key.pk]},
+    )
+    key.refresh_from_db()
+    assert key.revoked_at is not None
