@@ -1,0 +1,28 @@
+"""python -m inference.sim --port P --profile NAME [--model NAME] [--time-scale X]"""
+
+import argparse
+
+from aiohttp import web
+
+from inference.sim.profiles import PROFILES
+from inference.sim.server import build_app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m inference.sim", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--profile", choices=sorted(PROFILES), required=True)
+    parser.add_argument("--model", help="model name to serve (default: the profile's)")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="run this many times faster than real time")  # fmt: skip
+    options = parser.parse_args()
+    app = build_app(PROFILES[options.profile], options.model, options.time_scale)
+    # handler_cancellation: a client that disconnects cancels its request at once,
+    # freeing the sequence slot, as vLLM aborts a request whose stream is closed.
+    web.run_app(app, host=options.host, port=options.port, handler_cancellation=True,
+                access_log=None, print=None)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

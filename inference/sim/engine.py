@@ -1,0 +1,180 @@
+"""Continuous batching, the way vLLM schedules one GPU.
+
+Each step: admit waiting requests while there are free sequence slots and KV blocks;
+give prefill chunks to new requests within the step's token budget; every prefilled
+request decodes one token. The step lasts what the profile says that work costs. Prompt
+blocks stay in an LRU prefix cache, so a request sharing leading blocks skips their
+prefill, as with --enable-prefix-caching.
+"""
+
+import asyncio
+import itertools
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from inference.sim.metrics import SimMetrics
+from inference.sim.profiles import Profile
+
+_DONE = None
+
+
+@dataclass(eq=False)
+class SimRequest:
+    prompt: list[str]
+    output: list[str]
+    arrived: float = field(default_factory=time.monotonic)
+    submitted_clock: float = 0.0
+    first_token_clock: float | None = None
+    tokens: "asyncio.Queue[str | None]" = field(default_factory=asyncio.Queue)
+    block_hashes: list[int] = field(default_factory=list)
+    cached_tokens: int = 0
+    prefilled: int = 0
+    generated: int = 0
+    finished: bool = False
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    @property
+    def context_len(self) -> int:
+        return self.prompt_len + self.generated
+
+
+def block_hashes(tokens: list[str], block_size: int) -> list[int]:
+    """Chained hashes of full blocks: a block matches only if everything before it does."""
+    hashes, previous = [], 0
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        previous = hash((previous, *tokens[start : start + block_size]))
+        hashes.append(previous)
+    return hashes
+
+
+class Engine:
+    def __init__(self, profile: Profile, metrics: SimMetrics, time_scale: float = 1.0) -> None:
+        self.profile = profile
+        self.metrics = metrics
+        self.time_scale = time_scale
+        self.total_blocks = profile.kv_capacity_tokens // profile.block_size
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.prefix_cache: OrderedDict[int, None] = OrderedDict()
+        self._wake = asyncio.Event()
+        self.step_count = itertools.count()
+        # Simulated seconds of GPU work so far: measurements that must not depend on how
+        # busy the host is (tests, replay) read this instead of the wall clock.
+        self.clock = 0.0
+
+    def submit(self, request: SimRequest) -> None:
+        request.block_hashes = block_hashes(request.prompt, self.profile.block_size)
+        request.submitted_clock = self.clock
+        self.waiting.append(request)
+        self._publish_gauges()
+        self._wake.set()
+
+    def cancel(self, request: SimRequest) -> None:
+        if request.finished:
+            return
+        request.finished = True
+        if request in self.running:
+            self.running.remove(request)
+            self.metrics.aborted()
+        elif request in self.waiting:
+            self.waiting.remove(request)
+            self.metrics.aborted()
+        self._publish_gauges()
+
+    def blocks_needed(self, request: SimRequest) -> int:
+        tokens = request.prompt_len + len(request.output)
+        return -(-tokens // self.profile.block_size)
+
+    def blocks_in_use(self) -> int:
+        return sum(self.blocks_needed(r) for r in self.running)
+
+    async def run(self) -> None:
+        while True:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                await self._wake.wait()
+            self._admit()
+            await self._step()
+
+    def _admit(self) -> None:
+        free = self.total_blocks - self.blocks_in_use()
+        while self.waiting and len(self.running) < self.profile.max_num_seqs:
+            request = self.waiting[0]
+            if self.blocks_needed(request) > free:
+                break  # head-of-line waits for memory, as vLLM's FCFS scheduler does
+            self.waiting.popleft()
+            free -= self.blocks_needed(request)
+            request.cached_tokens = self._cached_prefix_tokens(request)
+            request.prefilled = request.cached_tokens
+            self.metrics.prefix_lookup(request.prompt_len, request.cached_tokens)
+            self.running.append(request)
+        self._publish_gauges()
+
+    def _cached_prefix_tokens(self, request: SimRequest) -> int:
+        hits = 0
+        for block in request.block_hashes:
+            if block not in self.prefix_cache:
+                break
+            self.prefix_cache.move_to_end(block)
+            hits += 1
+        # vLLM always recomputes at least the last prompt token to produce logits.
+        return min(hits * self.profile.block_size, request.prompt_len - 1)
+
+    async def _step(self) -> None:
+        decoding = [r for r in self.running if r.prefilled >= r.prompt_len]
+        budget = self.profile.max_num_batched_tokens - len(decoding)
+        chunks: list[tuple[SimRequest, int]] = []
+        for request in self.running:
+            if request.prefilled < request.prompt_len and budget > 0:
+                chunk = min(request.prompt_len - request.prefilled, budget)
+                chunks.append((request, chunk))
+                budget -= chunk
+        seconds = self.profile.step_seconds(
+            decode_context_tokens=sum(r.context_len for r in decoding),
+            decode_seqs=len(decoding),
+            prefill_tokens=sum(chunk for _, chunk in chunks),
+        )
+        await asyncio.sleep(seconds / self.time_scale)
+        self.clock += seconds
+        for request, chunk in chunks:
+            request.prefilled += chunk
+            if request.prefilled >= request.prompt_len and not request.finished:
+                self._remember_prefix(request)
+                self._emit(request)
+        for request in decoding:
+            if not request.finished:
+                self._emit(request)
+        next(self.step_count)
+
+    def _remember_prefix(self, request: SimRequest) -> None:
+        for block in request.block_hashes:
+            self.prefix_cache[block] = None
+            self.prefix_cache.move_to_end(block)
+        # Cached blocks live in KV memory not held by running requests.
+        room = max(self.total_blocks - self.blocks_in_use(), 0)
+        while len(self.prefix_cache) > room:
+            self.prefix_cache.popitem(last=False)
+
+    def _emit(self, request: SimRequest) -> None:
+        if request.generated == 0:
+            request.first_token_clock = self.clock
+            self.metrics.first_token((time.monotonic() - request.arrived) * self.time_scale)
+        request.tokens.put_nowait(request.output[request.generated])
+        request.generated += 1
+        if request.generated >= len(request.output):
+            request.finished = True
+            request.tokens.put_nowait(_DONE)
+            self.running.remove(request)
+            self.metrics.finished(request.prompt_len, request.generated)
+            self._publish_gauges()
+
+    def _publish_gauges(self) -> None:
+        self.metrics.gauges(
+            running=len(self.running),
+            waiting=len(self.waiting),
+            kv_usage=self.blocks_in_use() / self.total_blocks if self.total_blocks else 0.0,
+        )

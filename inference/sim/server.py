@@ -1,0 +1,144 @@
+"""The simulator's OpenAI-compatible HTTP surface (the subset the gateway uses)."""
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from inference.sim.engine import Engine, SimRequest
+from inference.sim.metrics import SimMetrics
+from inference.sim.profiles import Profile
+from inference.sim.text import completion, prompt_tokens
+
+ENGINE = web.AppKey("engine", Engine)
+MODEL = web.AppKey("model", str)
+
+
+def _error(status: int, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": "BadRequestError", "param": None,
+                      "code": status}}  # fmt: skip
+    return web.json_response(body, status=status)
+
+
+def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
+    if not isinstance(body, dict):
+        return "body must be a JSON object"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        return "messages must be a non-empty list of {role, content} strings"
+    if body.get("model") != model:
+        return f"The model `{body.get('model')}` does not exist."
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 256
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        return "max_tokens must be a positive integer"
+    prompt = prompt_tokens(messages)
+    return SimRequest(prompt=prompt, output=[]), {"max_tokens": max_tokens, **body}
+
+
+def _chunk(request_id: str, model: str, created: int, delta: dict[str, Any],
+           finish: str | None = None) -> bytes:  # fmt: skip
+    payload = {"id": request_id, "object": "chat.completion.chunk", "created": created,
+               "model": model, "choices": [{"index": 0, "delta": delta,
+                                            "finish_reason": finish}]}  # fmt: skip
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _usage(request: SimRequest) -> dict[str, int]:
+    return {"prompt_tokens": request.prompt_len, "completion_tokens": request.generated,
+            "total_tokens": request.prompt_len + request.generated}  # fmt: skip
+
+
+def _finish_reason(request: SimRequest, max_tokens: int) -> str:
+    return "length" if request.generated >= max_tokens else "stop"
+
+
+async def chat_completions(http: web.Request) -> web.StreamResponse:
+    engine, model = http.app[ENGINE], http.app[MODEL]
+    try:
+        body = await http.json()
+    except json.JSONDecodeError:
+        return _error(400, "body is not valid JSON")
+    parsed = _parse(body, model)
+    if isinstance(parsed, str):
+        return _error(404 if "does not exist" in parsed else 400, parsed)
+    request, options = parsed
+    request.output = completion(request.prompt, options["max_tokens"],
+                                engine.profile.mean_output_tokens,
+                                ignore_eos=bool(options.get("ignore_eos")))  # fmt: skip
+    engine.submit(request)
+    request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    try:
+        if options.get("stream"):
+            return await _stream(http, request, options, request_id, created, model)
+        text = []
+        while (token := await request.tokens.get()) is not None:
+            text.append(token)
+    finally:
+        engine.cancel(request)  # no-op when finished; frees the slot when the client left
+    return web.json_response({
+        "id": request_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                     "finish_reason": _finish_reason(request, options["max_tokens"])}],
+        "usage": _usage(request),
+    })  # fmt: skip
+
+
+async def _stream(http: web.Request, request: SimRequest, options: dict[str, Any],
+                  request_id: str, created: int, model: str) -> web.StreamResponse:  # fmt: skip
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})  # fmt: skip
+    await response.prepare(http)
+    await response.write(_chunk(request_id, model, created, {"role": "assistant", "content": ""}))
+    while (token := await request.tokens.get()) is not None:
+        await response.write(_chunk(request_id, model, created, {"content": token}))
+    finish = _finish_reason(request, options["max_tokens"])
+    await response.write(_chunk(request_id, model, created, {}, finish))
+    if (options.get("stream_options") or {}).get("include_usage"):
+        usage = {"id": request_id, "object": "chat.completion.chunk", "created": created,
+                 "model": model, "choices": [], "usage": _usage(request)}  # fmt: skip
+        await response.write(f"data: {json.dumps(usage)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def models(http: web.Request) -> web.Response:
+    model = http.app[MODEL]
+    return web.json_response({"object": "list", "data": [
+        {"id": model, "object": "model", "created": 0, "owned_by": "sluice-sim"}]})  # fmt: skip
+
+
+async def health(http: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def metrics(http: web.Request) -> web.Response:
+    return web.Response(body=http.app[ENGINE].metrics.render(),
+                        content_type="text/plain", charset="utf-8")  # fmt: skip
+
+
+def build_app(
+    profile: Profile, model: str | None = None, time_scale: float = 1.0
+) -> web.Application:
+    app = web.Application(client_max_size=4 * 1024 * 1024)
+    name = model or profile.model
+    app[MODEL] = name
+    app[ENGINE] = Engine(profile, SimMetrics(name), time_scale)
+
+    async def run_engine(app: web.Application) -> Any:
+        task = asyncio.create_task(app[ENGINE].run())
+        yield
+        task.cancel()
+
+    app.cleanup_ctx.append(run_engine)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    return app
