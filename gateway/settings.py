@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "channels",
     "gateway.accounts",
+    "inference",
 ]
 
 MIDDLEWARE = [
@@ -92,8 +93,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL") or read_recorded(VAR_DIR / "redis.url")
 CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
 # Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
-REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 0.25)
-REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 0.5)
+REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
+REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 64, minimum=1)
 
 CHANNEL_LAYERS = {
@@ -160,6 +161,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Fleet: workers come from SLUICE_WORKERS ("model@http://host:port,..."), the admin, or
+# an actuator; the scraper publishes their health and load for every gateway process.
+SLUICE_WORKERS = env_str("SLUICE_WORKERS", "")
+FLEET_SCRAPE_INTERVAL_S = env_float("FLEET_SCRAPE_INTERVAL_S", 1.0)
+FLEET_REFRESH_S = env_float("FLEET_REFRESH_S", 1.0)
+FLEET_STALE_AFTER_S = env_float("FLEET_STALE_AFTER_S", 5.0)
+GATEWAY_PROCESSES = env_int("GATEWAY_PROCESSES", 1, minimum=1)
+UPSTREAM_CONNECT_TIMEOUT_S = env_float("UPSTREAM_CONNECT_TIMEOUT_S", 2.0)
+UPSTREAM_FIRST_TOKEN_TIMEOUT_S = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT_S", 60.0)
+UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)
+UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
+QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
 
 DEMO_TEAM_NAME = env_str("DEMO_TEAM_NAME", "demo")
 PORT = env_int("PORT", 8000, minimum=1)

@@ -163,7 +163,8 @@ async def admit(
     try:
         reply = await _ADMIT.run(async_redis(), keys, args)
     except REDIS_FAILURES as exc:
-        logger.error("admission refused for team %s: Redis failed: %r", request.team_id, exc)
+        logger.error("admission refused for team %s: Redis failed: %s: %s",
+                     request.team_id, type(exc).__name__, exc)  # fmt: skip
         raise AdmissionUnavailable("Redis is unreachable; admission fails closed.") from exc
     if int(reply[0]) == 0:
         wait_ms = int(reply[2])
@@ -200,5 +201,6 @@ async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros
         await _RECONCILE.run(async_redis(), keys, args)
     except REDIS_FAILURES as exc:
         # The reservation stays fully charged: over-counting is the safe side of a quota.
-        logger.error("reservation of team %s not settled: %r", reservation.team_id, exc)
+        logger.error("reservation of team %s not settled: %s: %s",
+                     reservation.team_id, type(exc).__name__, exc)  # fmt: skip
         raise AdmissionUnavailable("Redis is unreachable; reservation not settled.") from exc

@@ -40,6 +40,9 @@ class SimMetrics:
         self._ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token",
                                labels, buckets=_TTFT_BUCKETS, registry=self.registry)  # fmt: skip
         self.model = model_name
+        for metric in (self._running, self._waiting, self._kv, self._queries, self._hits,
+                       self._prompt, self._generated, self._success, self._aborted, self._ttft):
+            metric.labels(model_name)  # export every series from the start, at zero
 
     def gauges(self, running: int, waiting: int, kv_usage: float) -> None:
         self._running.labels(self.model).set(running)

@@ -1,0 +1,74 @@
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+
+class ModelDeployment(models.Model):
+    """A model as the API exposes it, served by a pool of identical workers."""
+
+    class Tier(models.TextChoices):
+        SMALL = "small", "Small (cheap, fast)"
+        LARGE = "large", "Large (capable)"
+        BATCH = "batch", "Batch (spot capacity)"
+
+    name = models.CharField(max_length=200, unique=True, help_text="the public model name")
+    served_model_name = models.CharField(
+        max_length=200, blank=True, help_text="the name workers serve it under; blank = name"
+    )
+    revision = models.CharField(max_length=100, default="1", help_text="bump to invalidate caches")
+    tier = models.CharField(max_length=10, choices=Tier.choices, default=Tier.SMALL)
+    price_input_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
+    )
+    price_output_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
+    )
+    gpu_cost_per_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
+    )
+    max_in_flight_per_worker = models.PositiveIntegerField(
+        default=64,
+        validators=[MinValueValidator(1)],
+        help_text="requests the gateway keeps in flight on each worker (its batch target)",
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def upstream_model(self) -> str:
+        return self.served_model_name or self.name
+
+
+class Worker(models.Model):
+    """One model server (a vLLM process on a GPU set, the embedded CPU worker, a simulator)."""
+
+    class State(models.TextChoices):
+        STARTING = "starting", "Starting (loading the model)"
+        WARM = "warm", "Warm (started, held out of traffic)"
+        READY = "ready", "Ready (in rotation)"
+        DRAINING = "draining", "Draining (finishing its streams)"
+        DEAD = "dead", "Dead"
+
+    deployment = models.ForeignKey(
+        ModelDeployment, on_delete=models.CASCADE, related_name="workers"
+    )
+    url = models.URLField(unique=True, help_text="base URL, e.g. http://10.0.0.5:8000")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.STARTING)
+    labels = models.JSONField(
+        default=dict, blank=True, help_text='e.g. {"gpu": "h100", "spot": true}'
+    )
+    registered_by = models.CharField(max_length=50, default="admin")
+    created_at = models.DateTimeField(default=timezone.now)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["deployment__name", "url"]
+
+    def __str__(self) -> str:
+        return f"{self.deployment.name} @ {self.url} ({self.state})"

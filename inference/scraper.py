@@ -1,0 +1,116 @@
+"""Scrape every worker's /health and /metrics each second into the shared fleet snapshot.
+
+A worker leaves rotation after UNHEALTHY_AFTER consecutive failed checks and comes back
+after HEALTHY_AFTER consecutive good ones, so one slow scrape does not flap it. A worker
+that starts answering while `starting` is promoted to `ready`.
+"""
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from gateway.redis_clients import async_redis
+from inference import fleet
+from inference.models import Worker
+from inference.snapshot import SNAPSHOT_KEY, WorkerView
+from inference.worker_metrics import bucket_delta, histogram_quantile, parse_metrics
+
+logger = logging.getLogger(__name__)
+UNHEALTHY_AFTER = 2
+HEALTHY_AFTER = 2
+
+
+@dataclass
+class HealthTrack:
+    healthy: bool = False
+    observed: bool = False  # the first check decides at once; later ones need a streak
+    streak: int = 0  # consecutive results that disagree with `healthy`
+    ttft_buckets: dict[float, float] = field(default_factory=dict)
+    ttft: tuple[float | None, float | None] = (None, None)
+
+
+def _live_workers() -> list[Worker]:
+    return list(Worker.objects.select_related("deployment").exclude(state=Worker.State.DEAD))
+
+
+class Scraper:
+    def __init__(self, timeout_s: float = 0.8) -> None:
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.tracks: dict[int, HealthTrack] = {}
+
+    async def scrape_once(self, session: aiohttp.ClientSession) -> list[WorkerView]:
+        workers = await sync_to_async(_live_workers)()
+        views = await asyncio.gather(*(self._scrape(session, w) for w in workers))
+        await self._publish(views)
+        return views
+
+    async def _scrape(self, session: aiohttp.ClientSession, worker: Worker) -> WorkerView:
+        track = self.tracks.setdefault(worker.pk, HealthTrack())
+        reading, error = None, ""
+        try:
+            async with session.get(f"{worker.url}/health", timeout=self.timeout) as health:
+                if health.status != 200:
+                    raise aiohttp.ClientResponseError(health.request_info, (), status=health.status)
+            async with session.get(f"{worker.url}/metrics", timeout=self.timeout) as metrics:
+                reading = parse_metrics(await metrics.text())
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        await self._update_health(worker, track, ok=reading is not None, error=error)
+        if reading is not None:
+            delta = bucket_delta(reading.ttft_buckets, track.ttft_buckets)
+            if sum(delta.values()) > 0:
+                track.ttft = (histogram_quantile(delta, 0.5), histogram_quantile(delta, 0.99))
+            track.ttft_buckets = reading.ttft_buckets
+        return WorkerView(
+            id=worker.pk, url=worker.url, deployment=worker.deployment.name,
+            upstream_model=worker.deployment.upstream_model, state=worker.state,
+            max_in_flight=worker.deployment.max_in_flight_per_worker, labels=worker.labels,
+            healthy=track.healthy, running=reading.running if reading else 0.0,
+            waiting=reading.waiting if reading else 0.0,
+            kv_usage=reading.kv_usage if reading else 0.0,
+            prefix_hit_rate=(reading.prefix_hits / reading.prefix_queries
+                             if reading and reading.prefix_queries else None),
+            ttft_p50_s=track.ttft[0], ttft_p99_s=track.ttft[1], scraped_at=time.time(),
+            error=error,
+        )  # fmt: skip
+
+    async def _update_health(
+        self, worker: Worker, track: HealthTrack, ok: bool, error: str
+    ) -> None:
+        first = not track.observed
+        track.observed = True
+        track.streak = 0 if ok == track.healthy else track.streak + 1
+        if first or track.streak >= (HEALTHY_AFTER if ok else UNHEALTHY_AFTER):
+            if first or track.healthy != ok:
+                level = logging.INFO if ok else logging.WARNING
+                detail = f" ({error})" if error else ""
+                logger.log(level, "worker %s is %s%s", worker.url,
+                           "healthy" if ok else "unhealthy, out of rotation", detail)  # fmt: skip
+            track.healthy, track.streak = ok, 0
+        if ok and worker.state == Worker.State.STARTING:
+            promote = sync_to_async(fleet.set_worker_state)
+            await promote(worker, Worker.State.READY, "answers health checks")
+
+    async def _publish(self, views: list[WorkerView]) -> None:
+        client = async_redis()
+        pipe = client.pipeline(transaction=True)
+        pipe.delete(SNAPSHOT_KEY)
+        if views:
+            pipe.hset(SNAPSHOT_KEY, mapping={str(v.id): v.to_json() for v in views})
+        await pipe.execute()
+
+    async def run_forever(self) -> None:
+        interval = settings.FLEET_SCRAPE_INTERVAL_S
+        async with aiohttp.ClientSession() as session:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self.scrape_once(session)
+                except Exception:
+                    logger.exception("fleet scrape failed; retrying next interval")
+                await asyncio.sleep(max(interval - (time.monotonic() - started), 0.05))

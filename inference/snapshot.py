@@ -1,0 +1,73 @@
+"""The fleet as every gateway process sees it: one Redis hash written by the scraper.
+
+Gateway processes read the whole hash at most once per FLEET_REFRESH_S. A snapshot older
+than FLEET_STALE_AFTER_S means the scraper is not running; its workers are then treated
+as unroutable rather than trusted on old numbers.
+"""
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+
+from gateway.redis_clients import async_redis
+
+SNAPSHOT_KEY = "sluice:fleet:workers"
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    id: int
+    url: str
+    deployment: str
+    upstream_model: str
+    state: str
+    max_in_flight: int
+    labels: dict[str, object]
+    healthy: bool
+    running: float
+    waiting: float
+    kv_usage: float
+    prefix_hit_rate: float | None
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    scraped_at: float
+    error: str
+
+    @property
+    def routable(self) -> bool:
+        fresh = time.time() - self.scraped_at < settings.FLEET_STALE_AFTER_S
+        return self.healthy and self.state == "ready" and fresh
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+class FleetView:
+    """A per-process copy of the snapshot, refreshed from Redis when older than a second."""
+
+    def __init__(self) -> None:
+        self._workers: list[WorkerView] = []
+        self._loaded_at = float("-inf")
+
+    async def workers(self) -> list[WorkerView]:
+        if time.monotonic() - self._loaded_at >= settings.FLEET_REFRESH_S:
+            raw = await async_redis().hgetall(SNAPSHOT_KEY)
+            self._workers = [WorkerView(**json.loads(value)) for value in raw.values()]
+            self._loaded_at = time.monotonic()
+        return self._workers
+
+    async def routable(self, deployment: str) -> list[WorkerView]:
+        await self.workers()
+        return self.cached_routable(deployment)
+
+    def cached_routable(self, deployment: str) -> list[WorkerView]:
+        """Routable workers from the copy already loaded (for sync callers)."""
+        return [w for w in self._workers if w.deployment == deployment and w.routable]
+
+    def invalidate(self) -> None:
+        self._loaded_at = float("-inf")
+
+
+fleet_view = FleetView()

@@ -1,0 +1,70 @@
+"""Read a vLLM worker's Prometheus /metrics into the few numbers routing needs."""
+
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # new name, old name
+PREFIX_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_HITS = "vllm:prefix_cache_hits"
+TTFT = "vllm:time_to_first_token_seconds"
+
+
+@dataclass
+class MetricsReading:
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0
+    prefix_queries: float = 0.0
+    prefix_hits: float = 0.0
+    ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+
+
+def parse_metrics(text: str) -> MetricsReading:
+    """Sum over label sets (one worker may report several engines or model names)."""
+    reading = MetricsReading()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, value = sample.name, sample.value
+            if name == RUNNING:
+                reading.running += value
+            elif name == WAITING:
+                reading.waiting += value
+            elif name in KV_USAGE:
+                reading.kv_usage = max(reading.kv_usage, value)
+            elif name == f"{PREFIX_QUERIES}_total":
+                reading.prefix_queries += value
+            elif name == f"{PREFIX_HITS}_total":
+                reading.prefix_hits += value
+            elif name == f"{TTFT}_bucket":
+                bound = float(sample.labels["le"])
+                reading.ttft_buckets[bound] = reading.ttft_buckets.get(bound, 0.0) + value
+    return reading
+
+
+def histogram_quantile(buckets: dict[float, float], quantile: float) -> float | None:
+    """Prometheus-style quantile from cumulative buckets (linear within a bucket)."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank = quantile * buckets[bounds[-1]]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if bound == float("inf"):
+                return lower_bound
+            span = count - lower_count
+            share = (rank - lower_count) / span if span else 1.0
+            return lower_bound + (bound - lower_bound) * share
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def bucket_delta(now: dict[float, float], before: dict[float, float]) -> dict[float, float]:
+    """Requests observed between two scrapes; a restart (counts went down) starts afresh."""
+    if any(now.get(bound, 0.0) < count for bound, count in before.items()):
+        return dict(now)
+    return {bound: count - before.get(bound, 0.0) for bound, count in now.items()}

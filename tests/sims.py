@@ -1,0 +1,41 @@
+"""Start simulator processes for fleet tests."""
+
+import subprocess
+import sys
+import time
+import urllib.request
+
+from gateway.embedded_redis import free_port
+from tests.conftest import REPO_ROOT
+
+
+class SimProcess:
+    def __init__(
+        self, profile: str = "cpu-smollm2-135m", model: str = "sim", port: int | None = None
+    ):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "inference.sim", "--port", str(self.port), "--profile", profile,
+             "--model", model],
+            cwd=REPO_ROOT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"simulator on {self.url} did not start")
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + "{") or line.startswith(name + " "):
+                    return float(line.rsplit(" ", 1)[1])
+        raise KeyError(name)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)

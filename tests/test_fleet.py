@@ -1,0 +1,213 @@
+"""Fleet: scraping, health, dispatch, streaming with failover and cancellation."""
+
+import asyncio
+import time
+from contextlib import aclosing
+
+import aiohttp
+import pytest
+from aiohttp import web
+from asgiref.sync import sync_to_async
+
+from gateway.embedded_redis import free_port
+from inference import fleet
+from inference.client import UpstreamError, close_http_session, stream_completion
+from inference.dispatch import Dispatcher, NoHealthyWorker, Priority, QueueTimeout
+from inference.models import Worker
+from inference.scraper import Scraper
+from inference.snapshot import FleetView, WorkerView
+from tests.sims import SimProcess
+
+BODY = {"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 200,
+        "ignore_eos": True}  # fmt: skip
+
+
+def view(url: str, max_in_flight: int = 4, deployment: str = "sim") -> WorkerView:
+    return WorkerView(id=hash(url) % 10_000, url=url, deployment=deployment, upstream_model="sim",
+                      state="ready", max_in_flight=max_in_flight, labels={}, healthy=True,
+                      running=0, waiting=0, kv_usage=0, prefix_hit_rate=None, ttft_p50_s=None,
+                      ttft_p99_s=None, scraped_at=time.time() + 3600, error="")  # fmt: skip
+
+
+class StaticFleet(FleetView):
+    """A fixed fleet, so dispatch and client tests do not depend on scrape timing."""
+
+    def __init__(self, workers: list[WorkerView]) -> None:
+        super().__init__()
+        self._workers = workers
+
+    async def workers(self) -> list[WorkerView]:
+        return self._workers
+
+
+@pytest.fixture
+def sims():
+    started: list[SimProcess] = []
+
+    def start(**kwargs) -> SimProcess:
+        started.append(SimProcess(**kwargs))
+        return started[-1]
+
+    yield start
+    for sim in started:
+        sim.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scraper_publishes_load_promotes_starting_workers_and_tracks_health(sims):
+    deployment = fleet.ensure_deployment("sim", max_in_flight_per_worker=8)
+    first, second = sims(), sims()
+    for sim in (first, second):
+        fleet.register_worker(deployment, sim.url, registered_by="test")
+
+    async def scenario():
+        scraper = Scraper()
+        async with aiohttp.ClientSession() as session:
+            views = await scraper.scrape_once(session)
+            assert all(v.healthy for v in views)
+            states = await sync_to_async(
+                lambda: list(Worker.objects.values_list("state", flat=True))
+            )()
+            assert set(states) == {"ready"}
+            view_ = FleetView()
+            assert {w.url for w in await view_.routable("sim")} == {first.url, second.url}
+
+            first.stop()
+            await scraper.scrape_once(session)
+            view_.invalidate()
+            assert len(await view_.routable("sim")) == 2  # one failed check is not enough
+            await scraper.scrape_once(session)
+            view_.invalidate()
+            assert [w.url for w in await view_.routable("sim")] == [second.url]
+
+            sims(port=first.port)  # the worker comes back on the same address
+            for _ in range(2):
+                await scraper.scrape_once(session)
+            view_.invalidate()
+            assert {w.url for w in await view_.routable("sim")} == {first.url, second.url}
+
+    asyncio.run(scenario())
+
+
+def test_dispatch_holds_workers_at_their_target_and_serves_interactive_first():
+    worker = view("http://w1", max_in_flight=2)
+    dispatcher = Dispatcher(fleet=StaticFleet([worker]))
+    order: list[str] = []
+
+    async def scenario():
+        leases = [await dispatcher.acquire("sim") for _ in range(2)]
+
+        async def wait(name: str, priority: Priority):
+            lease = await dispatcher.acquire("sim", priority)
+            order.append(name)
+            return lease
+
+        batch = asyncio.create_task(wait("batch", Priority.BATCH))
+        await asyncio.sleep(0.05)
+        interactive = asyncio.create_task(wait("interactive", Priority.INTERACTIVE))
+        await asyncio.sleep(0.05)
+        assert dispatcher.queue_length("sim") == 2
+        assert dispatcher.in_flight["http://w1"] == 2
+        dispatcher.release(leases[0])
+        await asyncio.sleep(0.05)
+        dispatcher.release(leases[1])
+        await asyncio.gather(batch, interactive)
+        assert dispatcher.queue_length("sim") == 0
+
+    asyncio.run(scenario())
+    assert order == ["interactive", "batch"]
+
+
+def test_dispatch_times_out_when_full_and_fails_fast_with_no_worker():
+    dispatcher = Dispatcher(fleet=StaticFleet([view("http://w1", max_in_flight=1)]))
+
+    async def scenario():
+        lease = await dispatcher.acquire("sim")
+        with pytest.raises(QueueTimeout):
+            await dispatcher.acquire("sim", timeout_s=0.3)
+        assert dispatcher.queue_length("sim") == 0
+        dispatcher.release(lease)
+        assert dispatcher.in_flight["http://w1"] == 0
+        with pytest.raises(NoHealthyWorker):
+            await dispatcher.acquire("other-model")
+
+    asyncio.run(scenario())
+
+
+def test_closing_the_stream_aborts_the_request_on_the_worker_within_a_second(sims):
+    sim = sims()
+    dispatcher = Dispatcher(fleet=StaticFleet([view(sim.url)]))
+
+    async def scenario():
+        async with aclosing(stream_completion(dispatcher, "sim", BODY)) as stream:
+            for _ in range(3):
+                await anext(stream)
+            assert sim.metric("vllm:num_requests_running") == 1
+        closed_at = time.monotonic()
+        while sim.metric("vllm:num_requests_running") != 0:
+            assert time.monotonic() - closed_at < 1.0, "worker still running the request"
+            await asyncio.sleep(0.05)
+        assert dispatcher.in_flight[sim.url] == 0
+        await close_http_session()
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_worker_is_retried_elsewhere_before_the_first_token(sims):
+    sim = sims()
+    dead = view(f"http://127.0.0.1:{free_port()}")
+    dispatcher = Dispatcher(fleet=StaticFleet([dead, view(sim.url)]),
+                            pick=lambda workers, _: workers[0])  # fmt: skip
+
+    async def scenario():
+        chunks = [(lease.worker.url, chunk) async for lease, chunk in
+                  stream_completion(dispatcher, "sim", {**BODY, "max_tokens": 5})]  # fmt: skip
+        assert {url for url, _ in chunks} == {sim.url}
+        assert chunks[-1][1]["choices"][0]["finish_reason"] == "length"
+        await close_http_session()
+
+    asyncio.run(scenario())
+
+
+@pytest.fixture
+def breaks_after_first_token():
+    """A worker that sends one chunk and then drops the connection."""
+    import threading
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\n\n')
+        await asyncio.sleep(0.3)  # the token reaches the client, then the worker dies
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    port, loop = free_port(), asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{port}"
+    loop.call_soon_threadsafe(loop.stop)
+
+
+def test_a_failure_after_the_first_token_is_reported_not_retried(sims, breaks_after_first_token):
+    healthy = sims()
+    dispatcher = Dispatcher(fleet=StaticFleet([view(breaks_after_first_token), view(healthy.url)]),
+                            pick=lambda workers, _: workers[0])  # fmt: skip
+    received: list[str] = []
+
+    async def scenario():
+        with pytest.raises(UpstreamError) as failure:
+            async for lease, _ in stream_completion(dispatcher, "sim", BODY):
+                received.append(lease.worker.url)
+        assert not failure.value.before_first_token
+        await close_http_session()
+
+    asyncio.run(scenario())
+    assert received == [breaks_after_first_token]
+    assert healthy.metric("vllm:request_success_total") == 0
+    assert healthy.metric("vllm:num_requests_running") == 0
