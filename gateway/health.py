@@ -8,6 +8,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
 from gateway.redis_clients import async_redis
+from inference.snapshot import fleet_view
 
 logger = logging.getLogger(__name__)
 READY_CHECK_TIMEOUT_S = 2.0
@@ -42,7 +43,8 @@ async def readyz(request: HttpRequest) -> JsonResponse:
         )
     )
     ready = all(value == "ok" for value in results.values())
-    return JsonResponse(
-        {"status": "ready" if ready else "not ready", "checks": results},
-        status=200 if ready else 503,
-    )
+    body: dict[str, object] = {"status": "ready" if ready else "not ready", "checks": results}
+    if ready:
+        # Informational: the gateway can serve (and queue) with no worker in rotation.
+        body["routable_workers"] = sum(w.routable for w in await fleet_view.workers())
+    return JsonResponse(body, status=200 if ready else 503)

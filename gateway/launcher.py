@@ -17,9 +17,10 @@ from pathlib import Path
 
 from gateway import embedded_redis
 from gateway.supervisor import Supervisor
+from inference import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-READY_TIMEOUT_S = 90.0
+READY_TIMEOUT_S = 300.0  # vLLM on two CPU cores takes a minute or more to start
 SERVERS = {
     "uvicorn": ["-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop",
                 "--http", "httptools", "--no-access-log"],
@@ -84,20 +85,46 @@ def start_redis(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:
     env["REDIS_URL"] = url
 
 
-def wait_for_ready(supervisor: Supervisor, port: int) -> bool:
+def answers(url: str, needs_worker: bool = False) -> bool:
+    """200 from url; for /readyz with needs_worker, also a model worker in rotation."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - our local URLs
+            if response.status != 200:
+                return False
+            return not needs_worker or json.loads(response.read()).get("routable_workers", 0) > 0
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+        return False
+
+
+def wait_for_ready(supervisor: Supervisor, readyz: str, needs_worker: bool) -> bool:
     deadline = time.monotonic() + READY_TIMEOUT_S
-    url = f"http://127.0.0.1:{port}/readyz"
     while time.monotonic() < deadline and not supervisor.stopping:
         if supervisor.first_exited() is not None:
             return False
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.3)
+        if answers(readyz, needs_worker):
+            return True
+        time.sleep(0.5)
     return False
+
+
+def start_model_worker(supervisor: Supervisor, env: dict[str, str]) -> None:
+    """Start the embedded vLLM worker; returns its base URL (registered via SLUICE_WORKERS)."""
+    models_dir = Path(os.environ.get("SLUICE_MODELS_DIR", BASE_DIR / "var" / "models"))
+    try:
+        model_dir = embedded.prepared_model_dir(models_dir)
+    except embedded.WorkerNotPrepared as exc:
+        supervisor.stop_all()
+        fail(str(exc))
+    port = embedded_redis.free_port()
+    device = embedded.detect_device()
+    python = embedded.worker_python(BASE_DIR)
+    supervisor.start("vllm", embedded.worker_command(python, str(model_dir), port, device),
+                     embedded.worker_env(env))  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    workers = [w for w in env.get("SLUICE_WORKERS", "").split(",") if w]
+    env["SLUICE_WORKERS"] = ",".join([*workers, f"{embedded.EMBEDDED_MODEL}@{url}"])
+    print(f"sluice: starting the {device} model worker at {url} "
+          "(about a minute on CPU)…", flush=True)  # fmt: skip
 
 
 def banner(port: int, demo: dict[str, str]) -> str:
@@ -105,11 +132,15 @@ def banner(port: int, demo: dict[str, str]) -> str:
     return "\n".join([
         "",
         "Sluice is ready.",
-        f"  Web:         {base}/admin/  (the chat page joins at {base}/ with the chat app)",
+        f"  Admin:       {base}/admin/  (the web chat page at {base}/ is not built yet)",
         f"  Demo login:  {demo['username']} / {demo['password']}  (staff, admin of team "
         f"'{demo['team']}'; rotated each start)",
         f"  API key:     {demo['api_key']}  (shown once; rotated each start)",
-        f"  Try it:      curl -s -H 'Authorization: Bearer {demo['api_key']}' "
+        f"  Try it:      curl -s {base}/v1/chat/completions -H 'Authorization: Bearer "
+        f"{demo['api_key']}' -H 'Content-Type: application/json' -d '{{\"model\": "
+        f"\"{demo['model']}\", \"messages\": [{{\"role\": \"user\", \"content\": "
+        f"\"What is the capital of France?\"}}], \"temperature\": 0}}'",
+        f"  Usage:       curl -s -H 'Authorization: Bearer {demo['api_key']}' "
         f"{base}/api/v1/teams/{demo['team']}/usage/",
         "  Ctrl-C stops everything.",
         "",
@@ -128,16 +159,25 @@ def main() -> int:
     supervisor.install_signal_handlers()
     if not os.environ.get("REDIS_URL"):
         start_redis(supervisor, var, env)
+    embedded_worker = os.environ.get("SLUICE_EMBEDDED_WORKER", "1") != "0"
+    if embedded_worker:
+        start_model_worker(supervisor, env)
     manage(env, "migrate", "--no-input", "-v", "0")
     demo = json.loads(manage(env, "setup_demo", "--json").strip().splitlines()[-1])
+    start_platform(supervisor, env, port, var)
+    if wait_for_ready(supervisor, f"http://127.0.0.1:{port}/readyz", embedded_worker):
+        print(banner(port, demo), flush=True)
+    return supervisor.wait()
+
+
+def start_platform(supervisor: Supervisor, env: dict[str, str], port: int, var: Path) -> None:
     supervisor.start("web", server_command(port), env)
+    supervisor.start("scraper", [sys.executable, str(BASE_DIR / "manage.py"), "scrape_workers"],
+                     env)  # fmt: skip
     celery = [sys.executable, "-m", "celery", "-A", "gateway"]
     supervisor.start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"], env)
     schedule = str(var / "celerybeat-schedule")
     supervisor.start("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", schedule], env)
-    if wait_for_ready(supervisor, port):
-        print(banner(port, demo), flush=True)
-    return supervisor.wait()
 
 
 if __name__ == "__main__":

@@ -8,4 +8,5 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("gateway.accounts.api.urls")),
+    path("v1/", include("gateway.api.urls")),
 ]

@@ -58,10 +58,11 @@ def parse_worker_setting(value: str) -> list[tuple[str, str]]:
 
 
 def register_workers_from_settings() -> list[Worker]:
-    workers = []
-    for model, url in parse_worker_setting(settings.SLUICE_WORKERS):
-        deployment = ensure_deployment(model)
-        existing = Worker.objects.filter(url=url.rstrip("/")).first()
-        if existing is None or existing.deployment_id != deployment.pk:
-            workers.append(register_worker(deployment, url, registered_by="settings"))
+    """Register SLUICE_WORKERS; workers an earlier setting named (old ports) become dead."""
+    pairs = parse_worker_setting(settings.SLUICE_WORKERS)
+    workers = [register_worker(ensure_deployment(model), url, registered_by="settings")
+               for model, url in pairs]  # fmt: skip
+    current = [w.url for w in workers]
+    for stale in Worker.objects.filter(registered_by="settings").exclude(url__in=current):
+        set_worker_state(stale, Worker.State.DEAD, "no longer in SLUICE_WORKERS")
     return workers

@@ -1,5 +1,6 @@
 """`make run`'s launcher, end to end: real Redis, server, Celery worker and beat."""
 
+import json
 import os
 import queue
 import re
@@ -10,19 +11,20 @@ import threading
 import time
 import urllib.request
 
+import openai
 import pytest
 
 from gateway.embedded_redis import free_port, port_is_free
 from tests.conftest import REPO_ROOT
 
-READY_TIMEOUT_S = 120
+READY_TIMEOUT_S = 360
 
 
 class Launcher:
-    def __init__(self, var_dir, port):
+    def __init__(self, var_dir, port, **extra_env):
         self.port = port
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-        env.update(SLUICE_VAR_DIR=str(var_dir), PORT=str(port))
+        env.update(SLUICE_VAR_DIR=str(var_dir), PORT=str(port), **extra_env)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gateway.launcher"],
             cwd=REPO_ROOT,
@@ -42,6 +44,10 @@ class Launcher:
             self.lines.put(line)
 
     def wait_for(self, pattern, timeout=READY_TIMEOUT_S):
+        """The first line matching pattern, among lines already seen or still to come."""
+        for line in self.seen:
+            if match := re.search(pattern, line):
+                return match
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -60,11 +66,16 @@ class Launcher:
 
 
 @pytest.fixture
-def launcher(tmp_path):
-    port = free_port()
-    running = Launcher(tmp_path / "var", port)
-    yield running
-    running.stop()
+def launch(tmp_path):
+    started = []
+
+    def start(**env):
+        started.append(Launcher(tmp_path / "var", free_port(), **env))
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.stop()
 
 
 def curl_line_works(match):
@@ -74,11 +85,28 @@ def curl_line_works(match):
         return response.status, response.read().decode()
 
 
-def test_make_run_serves_prints_a_working_curl_line_and_stops_everything(launcher, tmp_path):
+def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stops(
+    launch, tmp_path
+):
+    launcher = launch()
     launcher.wait_for(r"Sluice is ready")
-    curl = launcher.wait_for(r"curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
+    try_it = launcher.wait_for(r"Try it:\s+(curl .*)$")
+    printed = subprocess.run(["bash", "-c", try_it.group(1)], capture_output=True, text=True,
+                             timeout=120, check=True)  # fmt: skip
+    assert "Paris" in json.loads(printed.stdout)["choices"][0]["message"]["content"]
+    curl = launcher.wait_for(r"Usage:\s+curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
     status, body = curl_line_works(curl)
     assert status == 200 and '"team":"demo"' in body
+
+    # The real vLLM worker streams through the platform to the official client.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{launcher.port}/v1",
+                           api_key=curl.group(1), max_retries=0)  # fmt: skip
+    stream = client.chat.completions.create(
+        model="smollm2-135m-instruct", temperature=0, max_tokens=30, stream=True,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )  # fmt: skip
+    pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+    assert len([p for p in pieces if p]) > 3 and "Paris" in "".join(pieces)
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
     launcher.wait_for(r"celery@\S+ ready", timeout=60)
 
@@ -102,7 +130,8 @@ def test_make_run_serves_prints_a_working_curl_line_and_stops_everything(launche
     assert port_is_free(launcher.port) and port_is_free(redis_port)
 
 
-def test_a_child_that_dies_is_reported_and_brings_the_rest_down(launcher, tmp_path):
+def test_a_child_that_dies_is_reported_and_brings_the_rest_down(launch, tmp_path):
+    launcher = launch(SLUICE_EMBEDDED_WORKER="0")
     launcher.wait_for(r"Sluice is ready")
     schedule = str(tmp_path / "var" / "celerybeat-schedule")
     beat = subprocess.run(["pgrep", "-f", schedule], capture_output=True, text=True, check=True)

@@ -10,6 +10,8 @@ from django.db import transaction
 
 from gateway.accounts import actions
 from gateway.accounts.models import ApiKey, Membership, Team
+from inference.embedded import EMBEDDED_MODEL
+from inference.fleet import ensure_deployment
 
 DEMO_KEY_NAME = "demo key (make run)"
 
@@ -44,8 +46,11 @@ class Command(BaseCommand):
             scopes=(ApiKey.Scope.INFERENCE, ApiKey.Scope.MANAGE),
             created_by=user,
         )
+        # The embedded CPU worker batches well up to about 16 streams (docs/benchmarks.md).
+        ensure_deployment(EMBEDDED_MODEL, max_in_flight_per_worker=16)
         demo = {
             "team": team.slug,
+            "model": EMBEDDED_MODEL,
             "username": "demo",
             "password": password,
             "api_key": issued.plaintext,

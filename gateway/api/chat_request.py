@@ -1,0 +1,88 @@
+"""Validate an OpenAI chat completion request body into what the gateway needs."""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.api.errors import ApiError
+
+ROLES = {"system", "user", "assistant", "tool", "developer"}
+DEFAULT_MAX_TOKENS = 512
+# Sampling and output options passed through to vLLM unchanged; anything else is refused
+# rather than silently dropped.
+PASSTHROUGH = {"temperature", "top_p", "n", "stop", "presence_penalty", "frequency_penalty",
+               "seed", "logit_bias", "user", "response_format", "tools", "tool_choice",
+               "logprobs", "top_logprobs", "ignore_eos", "min_tokens", "top_k"}  # fmt: skip
+KNOWN = PASSTHROUGH | {"model", "messages", "max_tokens", "max_completion_tokens", "stream",
+                       "stream_options"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    options: dict[str, Any]
+
+    def estimated_prompt_tokens(self) -> int:
+        """An upper-leaning estimate (no tokenizer here); reconcile() corrects it."""
+        text = sum(len(str(m.get("content") or "")) for m in self.messages)
+        return text // 3 + 8 * len(self.messages) + 8
+
+    def upstream_body(self) -> dict[str, Any]:
+        return {**self.options, "messages": self.messages, "max_tokens": self.max_tokens,
+                "stream_options": {"include_usage": True}}  # fmt: skip
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, "invalid_request", param)
+
+
+def _check_messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty array.", "messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise _bad(f"messages[{index}] needs a role in {sorted(ROLES)}.", f"messages.{index}")
+        content = message.get("content")
+        if not (content is None or isinstance(content, str | list)):
+            raise _bad(f"messages[{index}].content must be a string or an array.",
+                       f"messages.{index}.content")  # fmt: skip
+    return messages
+
+
+def _check_max_tokens(body: dict[str, Any]) -> int:
+    value = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad("'max_tokens' must be a positive integer.", "max_tokens")
+    return int(value)
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise _bad("The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise _bad("The body must be a JSON object.")
+    unknown = sorted(set(body) - KNOWN)
+    if unknown:
+        raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise _bad("'model' must be a non-empty string.", "model")
+    stream = body.get("stream", False)
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(stream_options, dict):
+        raise _bad("'stream' must be a boolean and 'stream_options' an object.", "stream")
+    return ChatRequest(
+        model=body["model"],
+        messages=_check_messages(body.get("messages")),
+        max_tokens=_check_max_tokens(body),
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        options={k: v for k, v in body.items() if k in PASSTHROUGH},
+    )

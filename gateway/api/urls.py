@@ -1,0 +1,8 @@
+from django.urls import path
+
+from gateway.api import views
+
+urlpatterns = [
+    path("chat/completions", views.chat_completions, name="chat-completions"),
+    path("models", views.models, name="models"),
+]

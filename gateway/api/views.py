@@ -1,0 +1,195 @@
+"""The OpenAI-compatible endpoints: plain async views on the hot path (no DRF)."""
+
+import json
+import math
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from gateway.accounts.authentication import (
+    AuthenticationFailed,
+    ScopeDenied,
+    authenticate_key,
+    bearer_token,
+    check_model_allowed,
+)
+from gateway.accounts.quotas import (
+    AdmissionRequest,
+    AdmissionUnavailable,
+    MaxTokensOverCap,
+    QuotaExceeded,
+    RateLimitState,
+    Reservation,
+    admit,
+)
+from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.api.chat_request import ChatRequest, parse_chat_request
+from gateway.api.completions import CompletionRun
+from gateway.api.deployments import DeploymentInfo, catalog
+from gateway.api.errors import ApiError
+from gateway.redis_clients import RedisUnavailable
+
+
+async def _authenticate(request: HttpRequest) -> KeyRecord:
+    try:
+        return await authenticate_key(bearer_token(request.headers.get("Authorization")),
+                                      "inference")  # fmt: skip
+    except AuthenticationFailed as exc:
+        raise ApiError(401, str(exc), "invalid_api_key") from None
+    except ScopeDenied as exc:
+        raise ApiError(403, str(exc), "insufficient_scope") from None
+    except RedisUnavailable as exc:
+        raise ApiError(503, f"{exc}; try again shortly.", "service_unavailable") from None
+
+
+def _read_body(request: HttpRequest) -> bytes:
+    declared = int(request.headers.get("Content-Length") or 0)
+    if declared > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise ApiError(413, f"Request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+                       "request_too_large")  # fmt: skip
+    return request.body
+
+
+def _rate_limit_headers(state: RateLimitState) -> dict[str, str]:
+    headers = {}
+    for kind, limit, remaining, reset in (
+        ("requests", state.limit_requests, state.remaining_requests, state.reset_requests_s),
+        ("tokens", state.limit_tokens, state.remaining_tokens, state.reset_tokens_s),
+    ):
+        if limit is not None:
+            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+            headers[f"x-ratelimit-remaining-{kind}"] = str(remaining)
+            headers[f"x-ratelimit-reset-{kind}"] = f"{reset:.3f}s"
+    return headers
+
+
+async def _admit(key: KeyRecord, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
+    prompt = chat.estimated_prompt_tokens()
+    request = AdmissionRequest(key.team_id, key.lookup_id, prompt, chat.max_tokens,
+                               deployment.cost_micros(prompt, chat.max_tokens))  # fmt: skip
+    try:
+        return await admit(await limits_for_team(key.team_id), request, key.requests_per_minute)
+    except MaxTokensOverCap as exc:
+        raise ApiError(400, str(exc), "max_tokens_over_cap", "max_tokens") from None
+    except QuotaExceeded as exc:
+        headers = _rate_limit_headers(exc.state)
+        if exc.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        raise ApiError(429, str(exc), exc.limit, headers=headers) from None
+    except (AdmissionUnavailable, RedisUnavailable) as exc:
+        raise ApiError(503, f"{exc} Try again shortly.", "service_unavailable") from None
+
+
+async def _prepare(request: HttpRequest) -> tuple[ChatRequest, DeploymentInfo, Reservation]:
+    key = await _authenticate(request)
+    chat = parse_chat_request(_read_body(request))
+    deployment = await catalog.get(chat.model)
+    if deployment is None:
+        raise ApiError(404, f"The model '{chat.model}' does not exist.", "model_not_found", "model")
+    try:
+        check_model_allowed(key, chat.model)
+    except ScopeDenied as exc:
+        raise ApiError(403, str(exc), "model_not_allowed", "model") from None
+    return chat, deployment, await _admit(key, chat, deployment)
+
+
+def _with_headers(
+    response: HttpResponseBase, request_id: str, extra: dict[str, str]
+) -> HttpResponseBase:
+    response["x-request-id"] = request_id
+    for name, value in extra.items():
+        response[name] = value
+    return response
+
+
+@csrf_exempt
+@require_POST
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    try:
+        chat, deployment, reservation = await _prepare(request)
+    except ApiError as error:
+        return _with_headers(error.response(), request_id, {})
+    run = CompletionRun(request_id, chat, deployment, reservation)
+    headers = _rate_limit_headers(reservation.state)
+    chunks = run.chunks()
+    try:
+        first = await run.first_chunk(chunks)
+    except ApiError as error:
+        await chunks.aclose()
+        await run.settle()
+        return _with_headers(error.response(), request_id, headers)
+    if chat.stream:
+        stream = StreamingHttpResponse(_sse(run, first, chunks), content_type="text/event-stream")
+        stream["Cache-Control"] = "no-cache"
+        return _with_headers(stream, request_id, headers)
+    body = await _collect(run, first, chunks)
+    return _with_headers(JsonResponse(body), request_id, headers)
+
+
+async def _sse(
+    run: CompletionRun, first: dict[str, Any], chunks: AsyncGenerator[dict[str, Any], None]
+) -> AsyncGenerator[bytes, None]:
+    """Relay chunks; a client that leaves cancels this generator, which closes upstream."""
+    try:
+        chunk: dict[str, Any] | None = first
+        while chunk is not None:
+            if not chunk.get("usage") or run.chat.include_usage:
+                yield f"data: {json.dumps(_visible(chunk, run.chat.include_usage))}\n\n".encode()
+            chunk = await anext(chunks, None)
+        yield b"data: [DONE]\n\n"
+    except ApiError as error:
+        yield error.sse_chunk()
+    except Exception as exc:  # a mid-stream failure ends the stream with an error chunk
+        failure = ApiError(502, f"The model worker failed mid-stream: {exc}", "upstream_error")
+        yield failure.sse_chunk()
+    finally:
+        await chunks.aclose()
+        await run.settle()
+
+
+def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
+    if include_usage or "usage" not in chunk:
+        return chunk
+    return {k: v for k, v in chunk.items() if k != "usage"}
+
+
+async def _collect(run: CompletionRun, first: dict[str, Any],
+                   chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any]:  # fmt: skip
+    text, finish = [], None
+    try:
+        chunk: dict[str, Any] | None = first
+        while chunk is not None:
+            for choice in chunk.get("choices", []):
+                text.append((choice.get("delta") or {}).get("content") or "")
+                finish = choice.get("finish_reason") or finish
+            chunk = await anext(chunks, None)
+    finally:
+        await chunks.aclose()
+        await run.settle()
+    prompt, completion = run.used_tokens()
+    return {
+        "id": run.request_id, "object": "chat.completion", "created": run.created,
+        "model": run.deployment.name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                     "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion},
+    }  # fmt: skip
+
+
+@require_GET
+async def models(request: HttpRequest) -> HttpResponse:
+    try:
+        await _authenticate(request)
+    except ApiError as error:
+        return error.response()
+    data = [{"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
+            for d in (await catalog.all()).values()]  # fmt: skip
+    return JsonResponse({"object": "list", "data": data})

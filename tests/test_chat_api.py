@@ -1,0 +1,141 @@
+"""The OpenAI-compatible API through a live gateway, with the official openai client."""
+
+import asyncio
+import http.client
+import json
+import time
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from gateway.accounts import actions
+from gateway.accounts.quota_usage import read_team_usage
+from gateway.accounts.records import QuotaLimits
+from inference import fleet
+from tests.live import LiveGateway
+from tests.sims import SimProcess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+MESSAGES: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of France?"}
+]
+
+
+@pytest.fixture
+def sim():
+    process = SimProcess(model="sim-upstream")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def platform(redis_url, sim):
+    team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
+    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream",
+                                         max_in_flight_per_worker=8)  # fmt: skip
+    fleet.register_worker(deployment, sim.url, registered_by="test")
+    fleet.ensure_deployment("model-without-workers")
+    gateway = LiveGateway(redis_url)
+    deadline = time.monotonic() + 10
+    key = actions.issue_api_key(team).plaintext
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+    while time.monotonic() < deadline:  # until the scraper has published the worker
+        try:
+            client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=1)
+            break
+        except openai.InternalServerError:
+            time.sleep(0.2)
+    yield {"gateway": gateway, "team": team, "key": key, "client": client, "sim": sim}
+    gateway.stop()
+
+
+def test_non_streaming_and_streaming_completions_with_the_openai_client(platform):
+    client = platform["client"]
+    reply = client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=12)
+    assert reply.model == "small-model"
+    assert reply.choices[0].message.content
+    assert reply.usage is not None and reply.usage.completion_tokens <= 12
+
+    stream = client.chat.completions.create(
+        model="small-model", messages=MESSAGES, max_tokens=12, stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == reply.choices[0].message.content  # the simulator is deterministic
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
+
+
+def test_the_async_client_streams_too(platform):
+    async def run() -> str:
+        client = openai.AsyncOpenAI(base_url=platform["client"].base_url,
+                                    api_key=platform["key"], max_retries=0)  # fmt: skip
+        stream = await client.chat.completions.create(
+            model="small-model", messages=MESSAGES, max_tokens=5, stream=True
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    assert asyncio.run(run())
+
+
+def test_errors_have_openai_shape_and_status(platform):
+    base = platform["client"].base_url
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=base, api_key="sk-sluice-nope", max_retries=0).models.list()
+    client = platform["client"]
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="no-such-model", messages=MESSAGES)
+    assert missing.value.body["code"] == "model_not_found"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="small-model", messages=[], max_tokens=5)
+    with pytest.raises(openai.InternalServerError) as no_worker:
+        client.chat.completions.create(model="model-without-workers", messages=MESSAGES)
+    assert no_worker.value.status_code == 503
+
+    limited = actions.issue_api_key(platform["team"], allowed_models=("other",)).plaintext
+    with pytest.raises(openai.PermissionDeniedError):
+        openai.OpenAI(base_url=base, api_key=limited, max_retries=0).chat.completions.create(
+            model="small-model", messages=MESSAGES
+        )
+
+
+def test_rate_limits_answer_429_with_retry_after_and_headers(platform):
+    actions.update_quota_policy(platform["team"], requests_per_minute=3)
+    time.sleep(1.2)  # policy records reach every process within a second
+    client = platform["client"].with_options(max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=MESSAGES, max_tokens=2
+    )
+    assert raw.headers["x-ratelimit-limit-requests"] == "3"
+    assert raw.headers["x-request-id"].startswith("chatcmpl-")
+    with pytest.raises(openai.RateLimitError) as limited:
+        for _ in range(5):
+            client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=2)
+    headers = limited.value.response.headers
+    assert 1 <= int(headers["retry-after"]) <= 60
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+
+
+def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it_got(platform):
+    body = {"model": "small-model", "messages": MESSAGES, "max_tokens": 400, "stream": True,
+            "ignore_eos": True}  # fmt: skip
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                       headers={"Authorization": f"Bearer {platform['key']}",
+                                "Content-Type": "application/json"})  # fmt: skip
+    response = connection.getresponse()
+    received = [response.readline() for _ in range(6)]
+    assert any(line.startswith(b"data: ") for line in received)
+    assert platform["sim"].metric("vllm:num_requests_running") == 1
+    connection.close()
+    left_at = time.monotonic()
+    while platform["sim"].metric("vllm:num_requests_running") != 0:
+        assert time.monotonic() - left_at < 2.0, "the worker kept generating"
+        time.sleep(0.05)
+    time.sleep(0.3)  # settlement runs as the gateway notices the disconnect
+    limits = QuotaLimits(tokens_per_minute=100_000)
+    used = {u.limit: u.used for u in read_team_usage(platform["team"].pk, limits)}
+    # Charged what was produced (a few tokens plus the prompt), not the 400 reserved.
+    assert 0 < used["tokens_per_minute"] < 200
