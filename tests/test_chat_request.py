@@ -1,0 +1,64 @@
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.api.chat_request import parse_chat_request
+from gateway.api.errors import ApiError
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+bodies = st.one_of(
+    st.binary(max_size=200),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {"model": json_values, "messages": json_values},
+        optional={
+            "max_tokens": json_values,
+            "stream": json_values,
+            "stream_options": json_values,
+            "temperature": json_values,
+        },
+    ).map(lambda v: json.dumps(v).encode()),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(bodies)
+def test_any_body_is_either_accepted_or_refused_with_a_400(raw):
+    try:
+        parse_chat_request(raw)
+    except ApiError as error:
+        assert error.status == 400
+        assert error.body()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
+    chat = parse_chat_request(json.dumps({
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+        "max_tokens": 5, "stream": True}).encode())  # fmt: skip
+    assert chat.upstream_body()["temperature"] == 0
+    assert chat.upstream_body()["stream_options"] == {"include_usage": True}
+    assert chat.include_usage is False
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "x"}]}, "model"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages.0"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+         "max_tokens"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temprature": 1},
+         "temprature"),
+    ],
+)  # fmt: skip
+def test_each_mistake_names_its_parameter(body, param):
+    with pytest.raises(ApiError) as error:
+        parse_chat_request(json.dumps(body).encode())
+    assert error.value.param == param
