@@ -2,10 +2,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from gateway import health
+from gateway.api.metrics import metrics
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("gateway.accounts.api.urls")),
     path("v1/", include("gateway.api.urls")),

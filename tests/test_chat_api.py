@@ -68,6 +68,16 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
     assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
 
 
+def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
+    platform["client"].chat.completions.create(model="small-model", messages=MESSAGES,
+                                               max_tokens=2)  # fmt: skip
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    assert 'sluice_queue_length{deployment="small-model"} 0.0' in text
+    assert f'sluice_worker_in_flight{{worker="{platform["sim"].url}"}} 0.0' in text
+
+
 def test_the_async_client_streams_too(platform):
     async def run() -> str:
         client = openai.AsyncOpenAI(base_url=platform["client"].base_url,

@@ -1,0 +1,37 @@
+"""Prometheus /metrics for this gateway process (queue length, in-flight per worker).
+
+Each gateway process reports its own dispatcher; Prometheus sums across processes.
+"""
+
+from collections.abc import Iterator
+
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.api.completions import dispatcher
+
+
+class DispatcherCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        queue = GaugeMetricFamily(
+            "sluice_queue_length", "Requests waiting for a worker slot", labels=["deployment"]
+        )
+        for deployment in sorted(dispatcher.queues):
+            queue.add_metric([deployment], dispatcher.queue_length(deployment))
+        yield queue
+        in_flight = GaugeMetricFamily(
+            "sluice_worker_in_flight", "Requests this gateway has in flight", labels=["worker"]
+        )
+        for worker, count in sorted(dispatcher.in_flight.items()):
+            in_flight.add_metric([worker], count)
+        yield in_flight
+
+
+registry = CollectorRegistry()
+registry.register(DispatcherCollector())
+
+
+async def metrics(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(generate_latest(registry), content_type="text/plain; version=0.0.4")
