@@ -62,3 +62,11 @@ def test_a_bad_typed_setting_names_the_variable(tmp_path):
     result = import_settings(tmp_path, SECRET_KEY="x" * 50, REDIS_MAX_CONNECTIONS="lots")
     assert result.returncode != 0
     assert "REDIS_MAX_CONNECTIONS='lots' is not an integer" in result.stderr
+
+
+def test_metrics_can_require_a_bearer_token(settings):
+    settings.METRICS_BEARER_TOKEN = "scrape-secret"
+    assert Client().get("/metrics").status_code == 401
+    allowed = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
+    assert allowed.status_code == 200
+    assert b"sluice_queue_length" in allowed.content

@@ -1,10 +1,13 @@
 """Prometheus /metrics for this gateway process (queue length, in-flight per worker).
 
-Each gateway process reports its own dispatcher; Prometheus sums across processes.
+Each gateway process reports its own dispatcher; Prometheus sums across processes. Set
+METRICS_BEARER_TOKEN to require a token (worker addresses are internal information).
 """
 
+import hmac
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -34,4 +37,10 @@ registry.register(DispatcherCollector())
 
 
 async def metrics(request: HttpRequest) -> HttpResponse:
+    token: str = settings.METRICS_BEARER_TOKEN
+    if token:
+        sent = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            return HttpResponse("metrics need 'Authorization: Bearer <METRICS_BEARER_TOKEN>'\n",
+                                status=401, content_type="text/plain")  # fmt: skip
     return HttpResponse(generate_latest(registry), content_type="text/plain; version=0.0.4")
