@@ -27,8 +27,8 @@ async def _check(name: str, probe: "asyncio.Future[object] | object") -> tuple[s
     try:
         await asyncio.wait_for(probe, READY_CHECK_TIMEOUT_S)  # type: ignore[arg-type]
     except Exception as exc:
-        logger.warning("readiness check %s failed: %s", name, exc)
-        return name, f"error: {type(exc).__name__}: {exc}"
+        logger.warning("readiness check %s failed: %s: %s", name, type(exc).__name__, exc)
+        return name, f"error: {type(exc).__name__} (details in the server log)"
     return name, "ok"
 
 

@@ -79,7 +79,6 @@ def start_redis(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:
     try:
         embedded_redis.wait_until_ready(url, child.process)
     except embedded_redis.EmbeddedRedisError as exc:
-        supervisor.stop_all()
         fail(str(exc))
     (var / "redis.url").write_text(url + "\n")
     env["REDIS_URL"] = url
@@ -113,7 +112,6 @@ def start_model_worker(supervisor: Supervisor, env: dict[str, str]) -> None:
     try:
         model_dir = embedded.prepared_model_dir(models_dir)
     except embedded.WorkerNotPrepared as exc:
-        supervisor.stop_all()
         fail(str(exc))
     port = embedded_redis.free_port()
     device = embedded.detect_device()
@@ -157,7 +155,16 @@ def main() -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICE_VAR_DIR": str(var)}
     supervisor = Supervisor()
     supervisor.install_signal_handlers()
-    if not os.environ.get("REDIS_URL"):
+    try:
+        return start_and_supervise(supervisor, env, var, port)
+    finally:
+        supervisor.stop_all()  # also on a failed start: no orphaned Redis or vLLM
+
+
+def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, port: int) -> int:
+    if os.environ.get("REDIS_URL"):
+        (var / "redis.url").unlink(missing_ok=True)  # a second terminal must use REDIS_URL too
+    else:
         start_redis(supervisor, var, env)
     embedded_worker = os.environ.get("SLUICE_EMBEDDED_WORKER", "1") != "0"
     if embedded_worker:
@@ -167,6 +174,9 @@ def main() -> int:
     start_platform(supervisor, env, port, var)
     if wait_for_ready(supervisor, f"http://127.0.0.1:{port}/readyz", embedded_worker):
         print(banner(port, demo), flush=True)
+    elif not supervisor.stopping and supervisor.first_exited() is None:
+        print(f"sluice: not ready after {READY_TIMEOUT_S:.0f} s (no model worker in rotation); "
+              "still running, see the log above", file=sys.stderr, flush=True)  # fmt: skip
     return supervisor.wait()
 
 

@@ -145,6 +145,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 

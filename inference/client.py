@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from django.conf import settings
 
-from inference.dispatch import Dispatcher, Lease, Priority
+from inference.dispatch import Dispatcher, Lease, NoHealthyWorker, Priority
 
 logger = logging.getLogger(__name__)
 _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
@@ -27,10 +27,23 @@ _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientS
 
 
 class UpstreamError(Exception):
-    def __init__(self, message: str, worker_url: str, before_first_token: bool) -> None:
+    """A worker failed. `status` is its HTTP status when it answered with an error."""
+
+    def __init__(self, message: str, worker_url: str, before_first_token: bool,
+                 status: int | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.worker_url = worker_url
         self.before_first_token = before_first_token
+        self.status = status
+
+    @property
+    def client_error(self) -> bool:
+        """The request itself was refused (vLLM's 4xx): another worker would refuse it too."""
+        return self.status is not None and 400 <= self.status < 500
+
+    @property
+    def retryable(self) -> bool:
+        return self.before_first_token and not self.client_error
 
 
 def http_session() -> aiohttp.ClientSession:
@@ -73,34 +86,52 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
         yield json.loads(data)
 
 
+async def _open(url: str, payload: dict[str, Any]) -> tuple[aiohttp.ClientResponse, Chunk,
+                                                          AsyncGenerator[Chunk, None]]:  # fmt: skip
+    """POST and wait for the first chunk, all within the first-token timeout."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
+    response = None
+    try:
+        async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
+            response = await http_session().post(f"{url}/v1/chat/completions", json=payload,
+                                                 timeout=timeout)  # fmt: skip
+            if response.status != 200:
+                detail = (await response.text())[:500]
+                raise UpstreamError(f"worker answered {response.status}: {detail}", url, True,
+                                    status=response.status)  # fmt: skip
+            chunks = _chunks(response, url)
+            return response, await anext(chunks), chunks
+    except BaseException as exc:
+        if response is not None:
+            response.close()
+        if isinstance(exc, UpstreamError):
+            raise
+        if isinstance(exc, TimeoutError):
+            raise UpstreamError("no first token in time", url, True) from None
+        if isinstance(exc, aiohttp.ClientError | StopAsyncIteration | ValueError):
+            raise UpstreamError(f"worker failed before the first token: {exc!r}", url,
+                                True) from exc  # fmt: skip
+        raise
+
+
 async def stream_from_worker(lease: Lease, body: dict[str, Any]) -> AsyncGenerator[Chunk, None]:
     url = lease.worker.url
     payload = {**body, "model": lease.worker.upstream_model, "stream": True}
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
+    response, first, chunks = await _open(url, payload)
+    finished = False
     try:
-        response = await http_session().post(f"{url}/v1/chat/completions", json=payload,
-                                             timeout=timeout)  # fmt: skip
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise UpstreamError(f"cannot reach worker: {exc!r}", url, True) from exc
-    try:
-        if response.status != 200:
-            detail = (await response.text())[:500]
-            raise UpstreamError(f"worker answered {response.status}: {detail}", url, True)
-        chunks = _chunks(response, url)
-        try:
-            first = await asyncio.wait_for(anext(chunks), settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S)
-        except TimeoutError:
-            raise UpstreamError("no first token in time", url, True) from None
-        except (aiohttp.ClientError, UpstreamError) as exc:
-            raise UpstreamError(f"stream failed before first token: {exc}", url, True) from exc
         yield first
         try:
             async for chunk in chunks:
                 yield chunk
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, ValueError) as exc:
             raise UpstreamError(f"stream broke: {exc!r}", url, False) from exc
+        finished = True
     finally:
-        response.close()  # mid-stream: drops the connection, so vLLM aborts the request
+        if finished:
+            response.release()  # back to the pool: no new TCP connection per request
+        else:
+            response.close()  # mid-stream: drops the connection, so vLLM aborts the request
 
 
 async def stream_completion(
@@ -111,8 +142,14 @@ async def stream_completion(
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk."""
     tried: set[str] = set()
+    failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
-        lease = await dispatcher.acquire(deployment, priority, exclude=frozenset(tried))
+        try:
+            lease = await dispatcher.acquire(deployment, priority, exclude=frozenset(tried))
+        except NoHealthyWorker:
+            if failure is not None and tried:
+                raise failure from None  # the real reason beats "no other worker left"
+            raise
         started = False
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
@@ -122,8 +159,9 @@ async def stream_completion(
                     yield lease, chunk
             return
         except UpstreamError as exc:
-            if started or not exc.before_first_token or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
+            if started or not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
                 raise
+            failure = exc
             tried.add(lease.worker.url)
             logger.warning("retrying on another worker before the first token: %s (%s)",
                            exc, lease.worker.url)  # fmt: skip

@@ -112,7 +112,8 @@ class Dispatcher:
                         raise QueueTimeout(f"all workers for {deployment!r} stayed full") from None
                     self._serve(queue, await self.fleet.routable(deployment))
         finally:
-            queue.remove(waiter)
+            if not waiter.future.done():
+                queue.remove(waiter)  # granted waiters were already popped from the queue
             if not handed_over:
                 self._discard(waiter)
 

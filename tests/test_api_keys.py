@@ -160,3 +160,24 @@ def test_last_use_is_noted_once_per_interval_and_written_by_the_task(team, redis
     assert issued.key.last_used_at is not None
     assert int(issued.key.last_used_at.timestamp()) == int(first)
     assert flush_api_key_last_used() == 0
+
+
+@pytest.mark.django_db
+def test_a_deleted_key_stops_working(team, django_capture_on_commit_callbacks):
+    issued = actions.issue_api_key(team)
+    authenticate(issued.plaintext, "inference")
+    with django_capture_on_commit_callbacks(execute=True):
+        issued.key.delete()
+    key_records.clear_local()
+    with pytest.raises(AuthenticationFailed, match="Incorrect API key"):
+        authenticate(issued.plaintext, "inference")
+
+
+def test_unknown_ids_do_not_grow_the_process_cache_without_bound(team, monkeypatch):
+    from gateway.accounts import records
+
+    monkeypatch.setattr(records, "LOCAL_CACHE_MAX_ENTRIES", 5)
+    for _ in range(20):
+        with pytest.raises(AuthenticationFailed):
+            authenticate(new_key().plaintext, "inference")
+    assert len(key_records._local) <= 5

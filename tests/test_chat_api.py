@@ -149,3 +149,29 @@ def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it
     used = {u.limit: u.used for u in read_team_usage(platform["team"].pk, limits)}
     # Charged what was produced (a few tokens plus the prompt), not the 400 reserved.
     assert 0 < used["tokens_per_minute"] < 200
+
+
+def test_oversized_bodies_get_413_even_when_chunked(platform):
+    port = platform["gateway"].port
+    big = b'{"model": "small-model", "messages": [{"role": "user", "content": "' + b"x" * 2_000_000
+    declared = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    declared.request("POST", "/v1/chat/completions", body=big,
+                     headers={"Authorization": f"Bearer {platform['key']}"})  # fmt: skip
+    assert declared.getresponse().status == 413
+
+    chunked = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    chunked.request("POST", "/v1/chat/completions", body=iter([big[i:i + 65536]
+                    for i in range(0, len(big), 65536)]), encode_chunked=True,
+                    headers={"Authorization": f"Bearer {platform['key']}",
+                             "Transfer-Encoding": "chunked"})  # fmt: skip
+    response = chunked.getresponse()
+    assert response.status == 413
+    assert json.loads(response.read())["error"]["code"] == "request_too_large"
+
+
+def test_admin_static_files_are_served_without_a_cdn(platform):
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
+    connection.request("GET", "/static/admin/css/base.css")
+    response = connection.getresponse()
+    assert response.status == 200
+    assert b"body" in response.read()

@@ -211,3 +211,21 @@ def test_a_failure_after_the_first_token_is_reported_not_retried(sims, breaks_af
     assert received == [breaks_after_first_token]
     assert healthy.metric("vllm:request_success_total") == 0
     assert healthy.metric("vllm:num_requests_running") == 0
+
+
+def test_a_request_the_worker_refuses_is_not_retried_elsewhere(sims):
+    first, second = sims(), sims()
+    dispatcher = Dispatcher(fleet=StaticFleet([view(first.url), view(second.url)]),
+                            pick=lambda workers, _: workers[0])  # fmt: skip
+    refused_body = {"messages": [{"role": "user", "content": ["not", "a", "string"]}]}
+
+    async def scenario():
+        with pytest.raises(UpstreamError) as refused:
+            async for _ in stream_completion(dispatcher, "sim", refused_body):
+                pass
+        assert refused.value.client_error and refused.value.status == 400
+        await close_http_session()
+
+    asyncio.run(scenario())
+    assert second.metric("vllm:request_success_total") == 0
+    assert dispatcher.in_flight == {first.url: 0}

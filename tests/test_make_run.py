@@ -139,3 +139,11 @@ def test_a_child_that_dies_is_reported_and_brings_the_rest_down(launch, tmp_path
     launcher.wait_for(r"beat \(pid \d+\) exited with code -9; stopping everything else")
     assert launcher.process.wait(timeout=30) == 1
     assert port_is_free(launcher.port)
+
+
+def test_a_failed_start_says_why_and_leaves_no_process_behind(launch, tmp_path):
+    launcher = launch(SLUICE_EMBEDDED_WORKER="0", SLUICE_SERVER="nope")
+    launcher.wait_for(r"SLUICE_SERVER='nope' is not one of uvicorn, daphne", timeout=60)
+    assert launcher.process.wait(timeout=30) == 2
+    redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
+    assert port_is_free(int(redis_url.rsplit(":", 1)[1].split("/")[0]))

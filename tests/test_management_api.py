@@ -123,7 +123,24 @@ def test_session_writes_need_a_csrf_token(team):
     assert not ApiKey.objects.exists()
 
 
-def test_quota_changes_apply_to_admission_and_bad_values_change_nothing(admin_client, team):
+def test_team_admins_read_but_cannot_change_their_own_quota(admin_client, team):
+    assert admin_client.get("/api/v1/teams/acme/quota/").json()["requests_per_minute"] == 60
+    response = admin_client.patch("/api/v1/teams/acme/quota/", {"requests_per_minute": None},
+                                  format="json")  # fmt: skip
+    assert response.status_code == 403
+    assert QuotaPolicy.objects.get(team=team).requests_per_minute == 60
+
+
+@pytest.fixture
+def staff_client():
+    client = APIClient()
+    ops = get_user_model().objects.create_user("ops", password="pw-1234", is_staff=True)
+    client.force_authenticate(ops)
+    return client
+
+
+def test_quota_changes_apply_to_admission_and_bad_values_change_nothing(staff_client, team):
+    admin_client = staff_client
     for body in ({"requests_per_minute": -1}, {"max_tokens_cap": 0}, {"tokens_per_mintue": 5}):
         response = admin_client.patch("/api/v1/teams/acme/quota/", body, format="json")
         assert response.status_code == 400, body

@@ -116,7 +116,10 @@ def issue_api_key(
     return IssuedKey(key=key, plaintext=generated.plaintext)
 
 
+@transaction.atomic
 def revoke_api_key(key: ApiKey) -> ApiKey:
+    """Revoke; if Redis cannot be told, the database change rolls back and this raises."""
+    key = ApiKey.objects.select_for_update().get(pk=key.pk)
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
@@ -125,9 +128,12 @@ def revoke_api_key(key: ApiKey) -> ApiKey:
     return key
 
 
+@transaction.atomic
 def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPolicy:
+    """Concurrent changes serialize on the row; the published record is the saved one."""
     _check_limits(changes)
-    policy, _ = QuotaPolicy.objects.get_or_create(team=team)
+    QuotaPolicy.objects.get_or_create(team=team)
+    policy = QuotaPolicy.objects.select_for_update().get(team=team)
     for name, value in changes.items():
         setattr(policy, name, value)
     policy.full_clean()
@@ -135,3 +141,9 @@ def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPol
     team_limits.publish(str(team.pk), quota_limits_from_row(policy))
     logger.info("changed quota policy of team %s: %s", team.name, changes)
     return policy
+
+
+def forget_deleted_key(key: ApiKey) -> None:
+    """A deleted key (or a deleted team's keys) must stop authenticating everywhere."""
+    key_records.publish(key.lookup_id, None)
+    logger.info("deleted API key %s of team %s", key.lookup_id, key.team_id)

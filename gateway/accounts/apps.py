@@ -6,3 +6,6 @@ class AccountsConfig(AppConfig):
     label = "accounts"
     verbose_name = "Teams, keys and quotas"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from gateway.accounts import signals  # noqa: F401 - connects the receivers

@@ -9,6 +9,7 @@ within AUTH_PROCESS_CACHE_TTL_S plus one round trip.
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from decimal import Decimal
@@ -20,7 +21,12 @@ from django.conf import settings
 from gateway.accounts.models import ApiKey, QuotaPolicy
 from gateway.redis_clients import REDIS_FAILURES, RedisUnavailable, async_redis, sync_redis
 
-REDIS_RECORD_TTL_S = 3600
+# Redis heals itself within this TTL even if a publish was lost; "missing" answers (unknown
+# key ids) live shorter, and each process keeps at most LOCAL_CACHE_MAX_ENTRIES records so
+# that probing with random ids cannot grow its memory.
+REDIS_RECORD_TTL_S = 300
+REDIS_MISSING_TTL_S = 60
+LOCAL_CACHE_MAX_ENTRIES = 100_000
 _MISSING = json.dumps({"missing": True})
 
 T = TypeVar("T")
@@ -59,7 +65,7 @@ class RecordCache(Generic[T]):
         self.namespace = namespace
         self._load = load
         self._decode = decode
-        self._local: dict[str, tuple[T | None, float]] = {}
+        self._local: OrderedDict[str, tuple[T | None, float]] = OrderedDict()
 
     def redis_key(self, ident: str) -> str:
         return f"sluice:{self.namespace}:{ident}"
@@ -71,6 +77,9 @@ class RecordCache(Generic[T]):
             return cached[0]
         record = await self._fetch(ident)
         self._local[ident] = (record, now)
+        self._local.move_to_end(ident)
+        if len(self._local) > LOCAL_CACHE_MAX_ENTRIES:
+            self._local.popitem(last=False)
         return record
 
     async def _fetch(self, ident: str) -> T | None:
@@ -81,9 +90,8 @@ class RecordCache(Generic[T]):
                 loaded = await sync_to_async(self._load)(ident)
                 fresh = encode_record(loaded)
                 # SET NX GET: keep (and use) whatever a writer published meanwhile.
-                previous = await client.set(
-                    self.redis_key(ident), fresh, nx=True, get=True, ex=REDIS_RECORD_TTL_S
-                )
+                ttl = REDIS_RECORD_TTL_S if loaded is not None else REDIS_MISSING_TTL_S
+                previous = await client.set(self.redis_key(ident), fresh, nx=True, get=True, ex=ttl)
                 raw = str(previous) if previous is not None else fresh
         except REDIS_FAILURES as exc:
             raise RedisUnavailable(f"Redis unreachable while reading {self.namespace}") from exc

@@ -10,11 +10,14 @@ ROLES = {"system", "user", "assistant", "tool", "developer"}
 DEFAULT_MAX_TOKENS = 512
 # Sampling and output options passed through to vLLM unchanged; anything else is refused
 # rather than silently dropped.
-PASSTHROUGH = {"temperature", "top_p", "n", "stop", "presence_penalty", "frequency_penalty",
+PASSTHROUGH = {"temperature", "top_p", "stop", "presence_penalty", "frequency_penalty",
                "seed", "logit_bias", "user", "response_format", "tools", "tool_choice",
                "logprobs", "top_logprobs", "ignore_eos", "min_tokens", "top_k"}  # fmt: skip
 KNOWN = PASSTHROUGH | {"model", "messages", "max_tokens", "max_completion_tokens", "stream",
-                       "stream_options"}  # fmt: skip
+                       "stream_options", "n"}  # fmt: skip
+# Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
+# context would only be refused by the worker after queueing.
+MAX_TOKENS_LIMIT = 32_768
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,8 @@ def _check_max_tokens(body: dict[str, Any]) -> int:
     value = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
     if value is None:
         return DEFAULT_MAX_TOKENS
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _bad("'max_tokens' must be a positive integer.", "max_tokens")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS_LIMIT:
+        raise _bad(f"'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens")
     return int(value)
 
 
@@ -72,6 +75,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     unknown = sorted(set(body) - KNOWN)
     if unknown:
         raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
+    if body.get("n", 1) != 1 or isinstance(body.get("n"), bool):
+        raise _bad("Only n=1 is supported: quotas reserve tokens for one choice.", "n")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _bad("'model' must be a non-empty string.", "model")
     stream = body.get("stream", False)

@@ -1,5 +1,6 @@
 """One chat completion's life after admission: stream from the fleet, count, settle once."""
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -10,11 +11,21 @@ from gateway.accounts.quotas import AdmissionUnavailable, Reservation, reconcile
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
+from gateway.redis_clients import REDIS_FAILURES
 from inference.client import UpstreamError, stream_completion
 from inference.dispatch import Dispatcher, NoHealthyWorker, QueueTimeout
 
 logger = logging.getLogger(__name__)
 dispatcher = Dispatcher()
+
+
+def upstream_api_error(exc: UpstreamError) -> ApiError:
+    """What the client hears about a worker failure: no internal addresses (they are logged)."""
+    logger.warning("upstream failure at %s: %s", exc.worker_url, exc)
+    if exc.client_error:
+        return ApiError(400, f"The model refused the request: {exc}".replace(exc.worker_url, ""),
+                        "invalid_request")  # fmt: skip
+    return ApiError(502, "The model worker failed; try again.", "upstream_error")
 
 
 class CompletionRun:
@@ -31,16 +42,23 @@ class CompletionRun:
         self._settled = False
 
     async def chunks(self) -> AsyncGenerator[dict[str, Any], None]:
-        """Chunks as the client sees them: our id and the public model name."""
+        """Chunks as the client sees them: our id and the public model name.
+
+        However the request ends (done, failed, cancelled, abandoned), closing this
+        generator settles the reservation exactly once.
+        """
         stream = stream_completion(dispatcher, self.deployment.name, self.chat.upstream_body())
-        async with aclosing(stream) as upstream:
-            async for lease, chunk in upstream:
-                self.worker_url = lease.worker.url
-                if chunk.get("usage"):
-                    self.usage = chunk["usage"]
-                if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
-                    self.chunks_with_text += 1
-                yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+        try:
+            async with aclosing(stream) as upstream:
+                async for lease, chunk in upstream:
+                    self.worker_url = lease.worker.url
+                    if chunk.get("usage"):
+                        self.usage = chunk["usage"]
+                    if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+                        self.chunks_with_text += 1
+                    yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+        finally:
+            await asyncio.shield(self.settle())
 
     async def first_chunk(self, chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any]:
         """Start generating; failures before the first token become HTTP errors."""
@@ -53,7 +71,10 @@ class CompletionRun:
             raise ApiError(503, f"All workers are busy: {exc}. Retry shortly.", "queue_timeout",
                            headers={"Retry-After": "1"}) from exc  # fmt: skip
         except UpstreamError as exc:
-            raise ApiError(502, f"The model worker failed: {exc}", "upstream_error") from exc
+            raise upstream_api_error(exc) from exc
+        except REDIS_FAILURES as exc:
+            raise ApiError(503, "The fleet state is unreachable; try again shortly.",
+                           "service_unavailable") from exc  # fmt: skip
 
     def used_tokens(self) -> tuple[int, int]:
         """Real usage when the worker reported it; otherwise what was produced so far."""

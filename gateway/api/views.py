@@ -1,5 +1,6 @@
 """The OpenAI-compatible endpoints: plain async views on the hot path (no DRF)."""
 
+import asyncio
 import json
 import math
 import uuid
@@ -30,10 +31,11 @@ from gateway.accounts.quotas import (
 )
 from gateway.accounts.records import KeyRecord, limits_for_team
 from gateway.api.chat_request import ChatRequest, parse_chat_request
-from gateway.api.completions import CompletionRun
+from gateway.api.completions import CompletionRun, upstream_api_error
 from gateway.api.deployments import DeploymentInfo, catalog
 from gateway.api.errors import ApiError
 from gateway.redis_clients import RedisUnavailable
+from inference.client import UpstreamError
 
 
 async def _authenticate(request: HttpRequest) -> KeyRecord:
@@ -123,13 +125,18 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         first = await run.first_chunk(chunks)
     except ApiError as error:
         await chunks.aclose()
-        await run.settle()
         return _with_headers(error.response(), request_id, headers)
+    except BaseException:  # cancelled (client gone) or a bug: still settle, then re-raise
+        await asyncio.shield(run.settle())
+        raise
     if chat.stream:
         stream = StreamingHttpResponse(_sse(run, first, chunks), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
         return _with_headers(stream, request_id, headers)
-    body = await _collect(run, first, chunks)
+    try:
+        body = await _collect(run, first, chunks)
+    except ApiError as error:
+        return _with_headers(error.response(), request_id, headers)
     return _with_headers(JsonResponse(body), request_id, headers)
 
 
@@ -144,14 +151,10 @@ async def _sse(
                 yield f"data: {json.dumps(_visible(chunk, run.chat.include_usage))}\n\n".encode()
             chunk = await anext(chunks, None)
         yield b"data: [DONE]\n\n"
-    except ApiError as error:
-        yield error.sse_chunk()
-    except Exception as exc:  # a mid-stream failure ends the stream with an error chunk
-        failure = ApiError(502, f"The model worker failed mid-stream: {exc}", "upstream_error")
-        yield failure.sse_chunk()
+    except UpstreamError as exc:  # a mid-stream failure ends the stream with an error chunk
+        yield upstream_api_error(exc).sse_chunk()
     finally:
         await chunks.aclose()
-        await run.settle()
 
 
 def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
@@ -170,9 +173,10 @@ async def _collect(run: CompletionRun, first: dict[str, Any],
                 text.append((choice.get("delta") or {}).get("content") or "")
                 finish = choice.get("finish_reason") or finish
             chunk = await anext(chunks, None)
+    except UpstreamError as exc:
+        raise upstream_api_error(exc) from exc
     finally:
         await chunks.aclose()
-        await run.settle()
     prompt, completion = run.used_tokens()
     return {
         "id": run.request_id, "object": "chat.completion", "created": run.created,

@@ -30,7 +30,7 @@ def team_for_admin(request: Request, slug: str) -> Team:
         if user.team_id != team.pk:
             raise exceptions.NotFound()
         return team
-    if getattr(user, "is_superuser", False):
+    if getattr(user, "is_staff", False):  # platform staff manage every team
         return team
     if user.pk is None:
         raise exceptions.NotAuthenticated()
@@ -90,6 +90,9 @@ class QuotaPolicyView(APIView):
 
     def patch(self, request: Request, slug: str) -> Response:
         team = team_for_admin(request, slug)
+        if not getattr(request.user, "is_staff", False):
+            # A team must not lift its own limits (nor may a leaked manage key).
+            raise exceptions.PermissionDenied("Only platform staff may change a team's quota.")
         policy, _ = QuotaPolicy.objects.get_or_create(team=team)
         form = QuotaPolicySerializer(policy, data=request.data, partial=True)
         form.is_valid(raise_exception=True)
