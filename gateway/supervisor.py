@@ -5,6 +5,7 @@ child that exits on its own is reported with its exit code and brings the rest d
 a dead Celery worker or Redis is never hidden behind a server that still answers.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -17,6 +18,16 @@ from types import FrameType
 from typing import IO
 
 GRACE_PERIOD_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM if the supervisor dies, even by SIGKILL (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: Ctrl-C and SIGTERM still stop every child through stop_all()
 
 
 @dataclass
@@ -49,6 +60,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # only calls prctl: safe between fork and exec
         )
         assert process.stdout is not None
         relay = threading.Thread(target=_relay_output, args=(name, process.stdout), daemon=True)

@@ -61,8 +61,13 @@ class Launcher:
         raise AssertionError(f"never saw {pattern!r}; output:\n{''.join(self.seen)}")
 
     def stop(self):
+        """Ctrl-C first, so the supervisor stops its children; SIGKILL only as a last resort."""
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -147,3 +152,17 @@ def test_a_failed_start_says_why_and_leaves_no_process_behind(launch, tmp_path):
     assert launcher.process.wait(timeout=30) == 2
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
     assert port_is_free(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+
+
+def test_children_do_not_outlive_a_killed_supervisor(launch, tmp_path):
+    launcher = launch(SLUICE_EMBEDDED_WORKER="0")
+    launcher.wait_for(r"Sluice is ready")
+    schedule = str(tmp_path / "var" / "celerybeat-schedule")
+    os.kill(launcher.process.pid, signal.SIGKILL)  # no chance to clean up
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        alive = subprocess.run(["pgrep", "-f", schedule], capture_output=True, check=False)
+        if alive.returncode != 0 and port_is_free(launcher.port):
+            return
+        time.sleep(0.5)
+    raise AssertionError("children kept running after the supervisor was killed")
