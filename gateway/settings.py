@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "channels",
     "gateway.accounts",
+    "gateway.usage",
     "inference",
 ]
 
@@ -109,6 +110,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
+    "ingest-usage-events": {
+        "task": "gateway.usage.tasks.ingest_usage_events",
+        "schedule": 2.0,
+    },
     "flush-api-key-last-used": {
         "task": "gateway.accounts.tasks.flush_api_key_last_used",
         "schedule": 30.0,

@@ -12,6 +12,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from gateway.accounts import actions
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.records import QuotaLimits
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
 from inference import fleet
 from tests.live import LiveGateway
 from tests.sims import SimProcess
@@ -66,6 +68,14 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
     assert text == reply.choices[0].message.content  # the simulator is deterministic
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
+
+    time.sleep(0.3)  # settlement finishes just after the last chunk
+    ingest("test-consumer")
+    record = UsageRecord.objects.get(request_id=reply.id)
+    assert (record.status, record.model, record.completion_tokens) == (
+        "ok", "small-model", reply.usage.completion_tokens)
+    assert record.prompt_tokens == reply.usage.prompt_tokens and record.worker
+    assert UsageRecord.objects.filter(request_id=chunks[0].id).exists()
 
 
 def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
@@ -149,6 +159,9 @@ def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it
     used = {u.limit: u.used for u in read_team_usage(platform["team"].pk, limits)}
     # Charged what was produced (a few tokens plus the prompt), not the 400 reserved.
     assert 0 < used["tokens_per_minute"] < 200
+    ingest("test-consumer")
+    cancelled = UsageRecord.objects.get(status="cancelled")  # the warm-up request was "ok"
+    assert 0 < cancelled.completion_tokens < 400
 
 
 def test_oversized_bodies_get_413_even_when_chunked(platform):

@@ -1,10 +1,12 @@
 """One chat completion's life after admission: stream from the fleet, count, settle once."""
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import asdict
 from typing import Any
 
 from gateway.accounts.quotas import AdmissionUnavailable, Reservation, reconcile
@@ -12,6 +14,7 @@ from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
 from gateway.redis_clients import REDIS_FAILURES
+from gateway.usage.ledger import UsageEvent, record_usage
 from inference.client import UpstreamError, stream_completion
 from inference.dispatch import Dispatcher, NoHealthyWorker, QueueTimeout
 
@@ -39,6 +42,9 @@ class CompletionRun:
         self.usage: dict[str, int] | None = None
         self.chunks_with_text = 0
         self.worker_url = ""
+        self.started_at = time.monotonic()
+        self.ttft_s: float | None = None
+        self.status = "cancelled"  # until the stream ends one way or the other
         self._settled = False
 
     async def chunks(self) -> AsyncGenerator[dict[str, Any], None]:
@@ -51,14 +57,23 @@ class CompletionRun:
         try:
             async with aclosing(stream) as upstream:
                 async for lease, chunk in upstream:
-                    self.worker_url = lease.worker.url
-                    if chunk.get("usage"):
-                        self.usage = chunk["usage"]
-                    if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
-                        self.chunks_with_text += 1
+                    self._observe(lease.worker.url, chunk)
                     yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+            self.status = "ok"
+        except Exception:
+            self.status = "failed"
+            raise
         finally:
             await asyncio.shield(self.settle())
+
+    def _observe(self, worker_url: str, chunk: dict[str, Any]) -> None:
+        self.worker_url = worker_url
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+            self.chunks_with_text += 1
+            if self.ttft_s is None:
+                self.ttft_s = time.monotonic() - self.started_at
 
     async def first_chunk(self, chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any]:
         """Start generating; failures before the first token become HTTP errors."""
@@ -83,16 +98,33 @@ class CompletionRun:
         produced = self.chunks_with_text
         return (self.chat.estimated_prompt_tokens() if produced else 0), produced
 
+    def _usage_event(self, prompt: int, completion: int, cost: int) -> UsageEvent:
+        return UsageEvent(
+            request_id=self.request_id, team_id=self.reservation.team_id,
+            api_key_id=self.reservation.key_id or "", model=self.deployment.name,
+            prompt_tokens=prompt, completion_tokens=completion, status=self.status,
+            latency_ms=int((time.monotonic() - self.started_at) * 1000),
+            ttft_ms=None if self.ttft_s is None else int(self.ttft_s * 1000),
+            worker=self.worker_url, cost_micros=cost, created_at=time.time(),
+        )  # fmt: skip
+
     async def settle(self) -> None:
         if self._settled:
             return
         self._settled = True
         prompt, completion = self.used_tokens()
+        cost = self.deployment.cost_micros(prompt, completion)
         try:
-            await reconcile(self.reservation, prompt + completion,
-                            self.deployment.cost_micros(prompt, completion))  # fmt: skip
+            await reconcile(self.reservation, prompt + completion, cost)
         except AdmissionUnavailable:
             logger.error("request %s: reservation left fully charged", self.request_id)
+        event = self._usage_event(prompt, completion, cost)
+        try:
+            await record_usage(event)
+        except REDIS_FAILURES:
+            # The log line carries the whole event, so it can still be replayed by hand.
+            logger.error("request %s: usage event not queued, Redis unreachable: %s",
+                         self.request_id, json.dumps(asdict(event)))  # fmt: skip
         logger.info("request %s team %s model %s worker %s prompt %d completion %d",
                     self.request_id, self.reservation.team_id, self.deployment.name,
                     self.worker_url or "-", prompt, completion)  # fmt: skip

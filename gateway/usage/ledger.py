@@ -1,0 +1,107 @@
+"""The usage ledger: the request path appends an event to a Redis stream; a Celery task
+bulk-inserts events into the database and acknowledges them only after the commit.
+
+A worker that dies before committing leaves its events pending; the next run reclaims
+them (XAUTOCLAIM). A worker that dies after committing but before acknowledging gets them
+redelivered, and the insert skips request ids already recorded. So a crash loses nothing
+and counts nothing twice.
+"""
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from django.db import transaction
+
+from gateway.accounts.models import Team
+from gateway.redis_clients import async_redis, sync_redis
+from gateway.usage.models import UsageRecord
+
+logger = logging.getLogger(__name__)
+STREAM = "sluice:usage:events"
+GROUP = "ledger"
+BATCH_SIZE = 1000
+RECLAIM_IDLE_MS = 30_000
+
+
+@dataclass(frozen=True)
+class UsageEvent:
+    request_id: str
+    team_id: int
+    api_key_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    status: str
+    latency_ms: int
+    ttft_ms: int | None
+    worker: str
+    cost_micros: int
+    created_at: float
+    cache_result: str = "miss"
+
+
+async def record_usage(event: UsageEvent) -> None:
+    """One XADD on the request path; no SQL."""
+    await async_redis().xadd(STREAM, {"event": json.dumps(asdict(event))})
+
+
+def ensure_group(client: redis.Redis) -> None:
+    try:
+        client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    except redis.exceptions.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def read_batch(client: redis.Redis, consumer: str, reclaim_idle_ms: int = RECLAIM_IDLE_MS
+               ) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+    """Events abandoned by dead consumers first, then new ones."""
+    reclaimed = client.xautoclaim(STREAM, GROUP, consumer, min_idle_time=reclaim_idle_ms,
+                                  start_id="0-0", count=BATCH_SIZE)  # fmt: skip
+    entries = list(reclaimed[1])
+    if not entries:
+        fresh = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=BATCH_SIZE)
+        entries = list(fresh[0][1]) if fresh else []  # type: ignore[index]
+    return [(entry_id, json.loads(fields["event"])) for entry_id, fields in entries if fields]
+
+
+def write_batch(events: list[dict[str, Any]]) -> int:
+    """Insert, skipping request ids already recorded (redelivery after a crash)."""
+    teams = set(Team.objects.filter(pk__in={e["team_id"] for e in events})
+                .values_list("pk", flat=True))  # fmt: skip
+    for event in events:
+        if event["team_id"] not in teams:
+            logger.warning("ledger: dropping %s: team %s was deleted", event["request_id"],
+                           event["team_id"])  # fmt: skip
+    rows = [UsageRecord(**{**event, "created_at": datetime.fromtimestamp(event["created_at"], UTC)})
+            for event in events if event["team_id"] in teams]  # fmt: skip
+    with transaction.atomic():
+        known = set(UsageRecord.objects.filter(request_id__in=[r.request_id for r in rows])
+                    .values_list("request_id", flat=True))  # fmt: skip
+        fresh = [row for row in rows if row.request_id not in known]
+        UsageRecord.objects.bulk_create(fresh, ignore_conflicts=True)
+    return len(fresh)
+
+
+def acknowledge(client: redis.Redis, entry_ids: list[str]) -> None:
+    pipe = client.pipeline()
+    pipe.xack(STREAM, GROUP, *entry_ids)
+    pipe.xdel(STREAM, *entry_ids)
+    pipe.execute()
+
+
+def ingest(consumer: str, reclaim_idle_ms: int = RECLAIM_IDLE_MS) -> int:
+    """Move every pending event into the database; returns how many rows were new."""
+    client = sync_redis()
+    ensure_group(client)
+    written = 0
+    while batch := read_batch(client, consumer, reclaim_idle_ms):
+        written += write_batch([event for _, event in batch])
+        acknowledge(client, [entry_id for entry_id, _ in batch])
+    if written:
+        logger.info("ledger: recorded %d usage record(s)", written)
+    return written
