@@ -166,3 +166,12 @@ def test_children_do_not_outlive_a_killed_supervisor(launch, tmp_path):
             return
         time.sleep(0.5)
     raise AssertionError("children kept running after the supervisor was killed")
+
+
+def test_daphne_stays_selectable(launch):
+    launcher = launch(SLUICE_EMBEDDED_WORKER="0", SLUICE_SERVER="daphne")
+    launcher.wait_for(r"Sluice is ready")
+    status, body = curl_line_works(
+        launcher.wait_for(r"Usage:\s+curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
+    )
+    assert status == 200 and '"team":"demo"' in body
