@@ -86,6 +86,9 @@ def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
     text = connection.getresponse().read().decode()
     assert 'sluice_queue_length{deployment="small-model"} 0.0' in text
     assert f'sluice_worker_in_flight{{worker="{platform["sim"].url}"}} 0.0' in text
+    assert 'sluice_requests_total{model="small-model",status="200"}' in text
+    assert 'sluice_time_to_first_token_seconds_count{model="small-model"}' in text
+    assert 'sluice_tokens_total{kind="completion",model="small-model"}' in text
 
 
 def test_the_async_client_streams_too(platform):
@@ -136,6 +139,11 @@ def test_rate_limits_answer_429_with_retry_after_and_headers(platform):
     headers = limited.value.response.headers
     assert 1 <= int(headers["retry-after"]) <= 60
     assert headers["x-ratelimit-remaining-requests"] == "0"
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
+    connection.request("GET", "/metrics")
+    metrics_text = connection.getresponse().read().decode()
+    assert 'sluice_quota_rejections_total{limit="requests_per_minute"}' in metrics_text
+    assert 'sluice_requests_total{model="small-model",status="429"}' in metrics_text
 
 
 def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it_got(platform):

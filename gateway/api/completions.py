@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.accounts.quotas import AdmissionUnavailable, Reservation, reconcile
+from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
@@ -98,6 +99,14 @@ class CompletionRun:
         produced = self.chunks_with_text
         return (self.chat.estimated_prompt_tokens() if produced else 0), produced
 
+    def _observe_metrics(self, prompt: int, completion: int) -> None:
+        model = self.deployment.name
+        instruments.latency.labels(model).observe(time.monotonic() - self.started_at)
+        if self.ttft_s is not None:
+            instruments.ttft.labels(model).observe(self.ttft_s)
+        instruments.tokens.labels(model, "prompt").inc(prompt)
+        instruments.tokens.labels(model, "completion").inc(completion)
+
     def _usage_event(self, prompt: int, completion: int, cost: int) -> UsageEvent:
         return UsageEvent(
             request_id=self.request_id, team_id=self.reservation.team_id,
@@ -118,6 +127,7 @@ class CompletionRun:
             await reconcile(self.reservation, prompt + completion, cost)
         except AdmissionUnavailable:
             logger.error("request %s: reservation left fully charged", self.request_id)
+        self._observe_metrics(prompt, completion)
         event = self._usage_event(prompt, completion, cost)
         try:
             await record_usage(event)

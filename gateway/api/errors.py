@@ -31,6 +31,7 @@ class ApiError(Exception):
         self.code = code
         self.param = param
         self.headers = headers or {}
+        self.model = "-"  # a deployment name once known (never raw input: metric labels)
 
     def body(self) -> dict[str, dict[str, str | None]]:
         return {"error": {"message": self.message, "type": _TYPES.get(self.status, "api_error"),

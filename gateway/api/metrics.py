@@ -9,11 +9,12 @@ from collections.abc import Iterator
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway.api.completions import dispatcher
+from gateway.api.instruments import registry
 
 
 class DispatcherCollector(Collector):
@@ -32,7 +33,6 @@ class DispatcherCollector(Collector):
         yield in_flight
 
 
-registry = CollectorRegistry()
 registry.register(DispatcherCollector())
 
 

@@ -30,6 +30,7 @@ from gateway.accounts.quotas import (
     admit,
 )
 from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest, parse_chat_request
 from gateway.api.completions import CompletionRun, upstream_api_error
 from gateway.api.deployments import DeploymentInfo, catalog
@@ -80,6 +81,7 @@ async def _admit(key: KeyRecord, chat: ChatRequest, deployment: DeploymentInfo) 
     except MaxTokensOverCap as exc:
         raise ApiError(400, str(exc), "max_tokens_over_cap", "max_tokens") from None
     except QuotaExceeded as exc:
+        instruments.quota_rejections.labels(exc.limit).inc()
         headers = _rate_limit_headers(exc.state)
         if exc.retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
@@ -96,14 +98,20 @@ async def _prepare(request: HttpRequest) -> tuple[ChatRequest, DeploymentInfo, R
         raise ApiError(404, f"The model '{chat.model}' does not exist.", "model_not_found", "model")
     try:
         check_model_allowed(key, chat.model)
+        return chat, deployment, await _admit(key, chat, deployment)
     except ScopeDenied as exc:
-        raise ApiError(403, str(exc), "model_not_allowed", "model") from None
-    return chat, deployment, await _admit(key, chat, deployment)
+        error = ApiError(403, str(exc), "model_not_allowed", "model")
+        error.model = deployment.name
+        raise error from None
+    except ApiError as error:
+        error.model = deployment.name
+        raise
 
 
 def _with_headers(
-    response: HttpResponseBase, request_id: str, extra: dict[str, str]
+    response: HttpResponseBase, request_id: str, extra: dict[str, str], model: str = "-"
 ) -> HttpResponseBase:
+    instruments.requests.labels(model, str(response.status_code)).inc()
     response["x-request-id"] = request_id
     for name, value in extra.items():
         response[name] = value
@@ -117,7 +125,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     try:
         chat, deployment, reservation = await _prepare(request)
     except ApiError as error:
-        return _with_headers(error.response(), request_id, {})
+        return _with_headers(error.response(), request_id, {}, error.model)
+    model = deployment.name
     run = CompletionRun(request_id, chat, deployment, reservation)
     headers = _rate_limit_headers(reservation.state)
     chunks = run.chunks()
@@ -125,19 +134,19 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         first = await run.first_chunk(chunks)
     except ApiError as error:
         await chunks.aclose()
-        return _with_headers(error.response(), request_id, headers)
+        return _with_headers(error.response(), request_id, headers, model)
     except BaseException:  # cancelled (client gone) or a bug: still settle, then re-raise
         await asyncio.shield(run.settle())
         raise
     if chat.stream:
         stream = StreamingHttpResponse(_sse(run, first, chunks), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
-        return _with_headers(stream, request_id, headers)
+        return _with_headers(stream, request_id, headers, model)
     try:
         body = await _collect(run, first, chunks)
     except ApiError as error:
-        return _with_headers(error.response(), request_id, headers)
-    return _with_headers(JsonResponse(body), request_id, headers)
+        return _with_headers(error.response(), request_id, headers, model)
+    return _with_headers(JsonResponse(body), request_id, headers, model)
 
 
 async def _sse(

@@ -1,0 +1,17 @@
+"""Request metrics of this gateway process, registered on the /metrics registry."""
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+registry = CollectorRegistry()
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+requests = Counter("sluice_requests", "Chat completion requests by model and HTTP status",
+                   ["model", "status"], registry=registry)  # fmt: skip
+latency = Histogram("sluice_request_latency_seconds", "Admission to last token",
+                    ["model"], buckets=_LATENCY_BUCKETS, registry=registry)  # fmt: skip
+ttft = Histogram("sluice_time_to_first_token_seconds", "Admission to first token",
+                 ["model"], buckets=_LATENCY_BUCKETS, registry=registry)  # fmt: skip
+tokens = Counter("sluice_tokens", "Tokens settled, by model and kind (prompt, completion)",
+                 ["model", "kind"], registry=registry)  # fmt: skip
+quota_rejections = Counter("sluice_quota_rejections", "Requests refused by a quota",
+                           ["limit"], registry=registry)  # fmt: skip
