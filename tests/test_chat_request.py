@@ -56,6 +56,8 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
          "max_tokens"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temprature": 1},
          "temprature"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}, "tools"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
     ],
 )  # fmt: skip
 def test_each_mistake_names_its_parameter(body, param):

@@ -11,8 +11,12 @@ DEFAULT_MAX_TOKENS = 512
 # Sampling and output options passed through to vLLM unchanged; anything else is refused
 # rather than silently dropped.
 PASSTHROUGH = {"temperature", "top_p", "stop", "presence_penalty", "frequency_penalty",
-               "seed", "logit_bias", "user", "response_format", "tools", "tool_choice",
-               "logprobs", "top_logprobs", "ignore_eos", "min_tokens", "top_k"}  # fmt: skip
+               "seed", "logit_bias", "user", "response_format", "ignore_eos", "min_tokens",
+               "top_k"}  # fmt: skip
+# Refused with a clear 400 rather than accepted and then lost: the gateway does not yet
+# assemble tool calls or logprobs into non-streaming responses.
+NOT_YET_SUPPORTED = {"tools", "tool_choice", "parallel_tool_calls", "functions",
+                     "function_call", "logprobs", "top_logprobs"}  # fmt: skip
 KNOWN = PASSTHROUGH | {"model", "messages", "max_tokens", "max_completion_tokens", "stream",
                        "stream_options", "n"}  # fmt: skip
 # Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
@@ -72,6 +76,9 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise _bad("The body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise _bad("The body must be a JSON object.")
+    unsupported = sorted(set(body) & NOT_YET_SUPPORTED)
+    if unsupported:
+        raise _bad(f"'{unsupported[0]}' is not supported by this gateway yet.", unsupported[0])
     unknown = sorted(set(body) - KNOWN)
     if unknown:
         raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
