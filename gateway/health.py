@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from gateway.redis_clients import async_redis
+from gateway.redis_clients import REDIS_FAILURES, async_redis
 from inference.snapshot import fleet_view
 
 logger = logging.getLogger(__name__)
@@ -46,5 +46,9 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     body: dict[str, object] = {"status": "ready" if ready else "not ready", "checks": results}
     if ready:
         # Informational: the gateway can serve (and queue) with no worker in rotation.
-        body["routable_workers"] = sum(w.routable for w in await fleet_view.workers())
+        try:
+            body["routable_workers"] = sum(w.routable for w in await fleet_view.workers())
+        except REDIS_FAILURES as exc:
+            return JsonResponse({"status": "not ready", "checks": {**results, "redis": (
+                f"error: {type(exc).__name__} (details in the server log)")}}, status=503)
     return JsonResponse(body, status=200 if ready else 503)
