@@ -5,20 +5,26 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 django_http = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - needs Django set up
+from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from gateway.body_limit import BodySizeLimit  # noqa: E402
+from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
 
 # Static files (admin styles and scripts) come from the apps' static folders; no CDN, no
 # collectstatic step for `make run`. Behind a CDN or nginx in production, set SERVE_STATIC=0.
 http_app = ASGIStaticFilesHandler(django_http) if settings.SERVE_STATIC else django_http
 
-# WebSocket routes (the chat consumer) join here when the chat app lands.
+# WebSocket: session login (or an API key in the first message); the Origin must be one
+# of ALLOWED_HOSTS, so another site cannot ride a user's session cookie (CSRF for sockets).
 application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(http_app, settings.DATA_UPLOAD_MAX_MEMORY_SIZE),
-        "websocket": URLRouter([]),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
     }
 )

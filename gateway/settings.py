@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "channels",
     "gateway.accounts",
     "gateway.usage",
+    "gateway.chat",
     "inference",
 ]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from channels.layers import channel_layers
 from django.db import connection
 
 from gateway import embedded_redis
@@ -31,6 +32,11 @@ def redis_url(redis_server: str, settings: object) -> Iterator[str]:
     """Point the platform at the test Redis and start every test from an empty one."""
     settings.REDIS_URL = redis_server  # type: ignore[attr-defined]
     settings.CACHE_REDIS_URL = redis_server  # type: ignore[attr-defined]
+    settings.CHANNEL_LAYERS = {  # type: ignore[attr-defined]
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [redis_server], "prefix": "sluice:asgi"}},
+    }  # fmt: skip
+    channel_layers.backends.clear()
     reset_clients()
     redis.Redis.from_url(redis_server).flushall()
     key_records.clear_local()

@@ -127,10 +127,11 @@ def test_allowed_models_restrict_a_key_and_empty_means_any(team):
     limited = authenticate(
         actions.issue_api_key(team, allowed_models=("smollm2-135m",)).plaintext, "inference"
     )
-    check_model_allowed(limited, "smollm2-135m")
+    check_model_allowed(limited.allowed_models, "smollm2-135m")
     with pytest.raises(ScopeDenied, match="llama-70b"):
-        check_model_allowed(limited, "llama-70b")
-    check_model_allowed(authenticate(actions.issue_api_key(team).plaintext, "inference"), "any")
+        check_model_allowed(limited.allowed_models, "llama-70b")
+    unlimited = authenticate(actions.issue_api_key(team).plaintext, "inference")
+    check_model_allowed(unlimited.allowed_models, "any")
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,9 @@ async def authenticate_key(raw_key: str, scope: str) -> KeyRecord:
     return record
 
 
-def check_model_allowed(record: KeyRecord, model: str) -> None:
-    if record.allowed_models and model not in record.allowed_models:
+def check_model_allowed(allowed_models: tuple[str, ...], model: str) -> None:
+    """An empty list allows every model."""
+    if allowed_models and model not in allowed_models:
         raise ScopeDenied(f"This API key may not use the model '{model}'.")
 
 

@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import math
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -18,22 +17,12 @@ from gateway.accounts.authentication import (
     ScopeDenied,
     authenticate_key,
     bearer_token,
-    check_model_allowed,
 )
-from gateway.accounts.quotas import (
-    AdmissionRequest,
-    AdmissionUnavailable,
-    MaxTokensOverCap,
-    QuotaExceeded,
-    RateLimitState,
-    Reservation,
-    admit,
-)
-from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.accounts.records import KeyRecord
 from gateway.api import instruments
-from gateway.api.chat_request import ChatRequest, parse_chat_request
+from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
 from gateway.api.completions import CompletionRun, upstream_api_error
-from gateway.api.deployments import DeploymentInfo, catalog
+from gateway.api.deployments import catalog
 from gateway.api.errors import ApiError
 from gateway.redis_clients import RedisUnavailable
 from inference.client import UpstreamError
@@ -59,55 +48,6 @@ def _read_body(request: HttpRequest) -> bytes:
     return request.body
 
 
-def _rate_limit_headers(state: RateLimitState) -> dict[str, str]:
-    headers = {}
-    for kind, limit, remaining, reset in (
-        ("requests", state.limit_requests, state.remaining_requests, state.reset_requests_s),
-        ("tokens", state.limit_tokens, state.remaining_tokens, state.reset_tokens_s),
-    ):
-        if limit is not None:
-            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
-            headers[f"x-ratelimit-remaining-{kind}"] = str(remaining)
-            headers[f"x-ratelimit-reset-{kind}"] = f"{reset:.3f}s"
-    return headers
-
-
-async def _admit(key: KeyRecord, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
-    prompt = chat.estimated_prompt_tokens()
-    request = AdmissionRequest(key.team_id, key.lookup_id, prompt, chat.max_tokens,
-                               deployment.cost_micros(prompt, chat.max_tokens))  # fmt: skip
-    try:
-        return await admit(await limits_for_team(key.team_id), request, key.requests_per_minute)
-    except MaxTokensOverCap as exc:
-        raise ApiError(400, str(exc), "max_tokens_over_cap", "max_tokens") from None
-    except QuotaExceeded as exc:
-        instruments.quota_rejections.labels(exc.limit).inc()
-        headers = _rate_limit_headers(exc.state)
-        if exc.retry_after_s is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
-        raise ApiError(429, str(exc), exc.limit, headers=headers) from None
-    except (AdmissionUnavailable, RedisUnavailable) as exc:
-        raise ApiError(503, f"{exc} Try again shortly.", "service_unavailable") from None
-
-
-async def _prepare(request: HttpRequest) -> tuple[ChatRequest, DeploymentInfo, Reservation]:
-    key = await _authenticate(request)
-    chat = parse_chat_request(_read_body(request))
-    deployment = await catalog.get(chat.model)
-    if deployment is None:
-        raise ApiError(404, f"The model '{chat.model}' does not exist.", "model_not_found", "model")
-    try:
-        check_model_allowed(key, chat.model)
-        return chat, deployment, await _admit(key, chat, deployment)
-    except ScopeDenied as exc:
-        error = ApiError(403, str(exc), "model_not_allowed", "model")
-        error.model = deployment.name
-        raise error from None
-    except ApiError as error:
-        error.model = deployment.name
-        raise
-
-
 def _with_headers(
     response: HttpResponseBase, request_id: str, extra: dict[str, str], model: str = "-"
 ) -> HttpResponseBase:
@@ -123,12 +63,13 @@ def _with_headers(
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     try:
-        chat, deployment, reservation = await _prepare(request)
+        caller = Caller.from_key(await _authenticate(request))
+        chat, deployment, reservation = await prepare_completion(caller, _read_body(request))
     except ApiError as error:
         return _with_headers(error.response(), request_id, {}, error.model)
     model = deployment.name
     run = CompletionRun(request_id, chat, deployment, reservation)
-    headers = _rate_limit_headers(reservation.state)
+    headers = rate_limit_headers(reservation.state)
     chunks = run.chunks()
     try:
         first = await run.first_chunk(chunks)

@@ -1,0 +1,109 @@
+"""WebSocket chat at /ws/chat/ (protocol: docs/websocket.md).
+
+The consumer only speaks the protocol; admission, streaming and settlement are the same
+code the HTTP API uses (gateway.api.admission, CompletionRun).
+"""
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from gateway.accounts.authentication import AuthenticationFailed, ScopeDenied, authenticate_key
+from gateway.api.admission import Caller, prepare_completion
+from gateway.api.completions import CompletionRun, upstream_api_error
+from gateway.api.errors import ApiError
+from gateway.chat.callers import caller_for_user
+from gateway.redis_clients import RedisUnavailable
+from inference.client import UpstreamError
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    caller: Caller | None
+    generation: "asyncio.Task[None] | None"
+
+    async def connect(self) -> None:
+        self.caller = await caller_for_user(self.scope.get("user"))
+        self.generation = None
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.generation is not None:
+            self.generation.cancel()  # a closed socket stops the upstream generation
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "auth":
+            await self._authenticate(str(content.get("api_key", "")))
+        elif kind == "chat":
+            await self._start(content)
+        elif kind == "stop":
+            if self.generation is not None:
+                self.generation.cancel()
+        else:
+            await self._error(400, "Messages are {type: auth | chat | stop}.", "invalid_request")
+
+    async def _authenticate(self, api_key: str) -> None:
+        try:
+            self.caller = Caller.from_key(await authenticate_key(api_key, "inference"))
+        except (AuthenticationFailed, ScopeDenied) as exc:
+            await self._error(401, str(exc), "invalid_api_key")
+            return
+        except RedisUnavailable as exc:
+            await self._error(503, str(exc), "service_unavailable")
+            return
+        await self.send_json({"type": "ready"})
+
+    async def _start(self, content: dict[str, Any]) -> None:
+        if self.caller is None:
+            await self._error(401, "Log in, or send {type: auth, api_key} first.",
+                              "unauthenticated")  # fmt: skip
+        elif self.generation is not None and not self.generation.done():
+            await self._error(409, "A reply is still streaming; send {type: stop} first.", "busy")
+        else:
+            body = {k: v for k, v in content.items() if k != "type"}
+            self.generation = asyncio.create_task(self._generate(self.caller, body))
+
+    async def _generate(self, caller: Caller, body: dict[str, Any]) -> None:
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        try:
+            chat, deployment, reservation = await prepare_completion(
+                caller, json.dumps({**body, "stream": True}).encode()
+            )
+        except ApiError as error:
+            await self.send_json({"type": "error", "id": request_id, **error.body()})
+            return
+        run = CompletionRun(request_id, chat, deployment, reservation)
+        chunks = run.chunks()
+        event = "done"
+        try:
+            first = await run.first_chunk(chunks)
+            await self._relay(request_id, first)
+            async for chunk in chunks:
+                await self._relay(request_id, chunk)
+        except ApiError as error:
+            await self.send_json({"type": "error", "id": request_id, **error.body()})
+            return
+        except UpstreamError as exc:
+            await self.send_json({"type": "error", "id": request_id,
+                                  **upstream_api_error(exc).body()})  # fmt: skip
+            return
+        except asyncio.CancelledError:
+            event = "stopped"
+        finally:
+            await asyncio.shield(chunks.aclose())  # settles the reservation, bills what was made
+        prompt, completion = run.used_tokens()
+        await self.send_json({"type": event, "id": request_id, "model": deployment.name,
+                              "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                        "total_tokens": prompt + completion}})  # fmt: skip
+
+    async def _relay(self, request_id: str, chunk: dict[str, Any]) -> None:
+        for choice in chunk.get("choices", []):
+            text = (choice.get("delta") or {}).get("content")
+            if text:
+                await self.send_json({"type": "delta", "id": request_id, "content": text})
+
+    async def _error(self, status: int, message: str, code: str) -> None:
+        await self.send_json({"type": "error", **ApiError(status, message, code).body()})

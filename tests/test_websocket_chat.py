@@ -1,0 +1,112 @@
+"""The WebSocket chat protocol against the real ASGI application and a simulator worker."""
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from gateway.accounts import actions
+from gateway.asgi import application
+from inference import fleet
+from inference.client import close_http_session
+from inference.scraper import Scraper
+from tests.sims import SimProcess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
+HELLO = {"type": "chat", "model": "small-model", "max_tokens": 300, "ignore_eos": True,
+         "messages": [{"role": "user", "content": "Tell me a story"}]}  # fmt: skip
+
+
+@pytest.fixture
+def sim():
+    process = SimProcess(model="sim-upstream")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def api_key(sim):
+    team = actions.create_team("Acme", requests_per_minute=100)
+    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
+    fleet.register_worker(deployment, sim.url, registered_by="test")
+    return actions.issue_api_key(team).plaintext
+
+
+async def connected(api_key: str | None) -> WebsocketCommunicator:
+    async with aiohttp.ClientSession() as session:
+        await Scraper().scrape_once(session)  # publish the worker to the fleet snapshot
+    socket = WebsocketCommunicator(application, "/ws/chat/", headers=ORIGIN)
+    connected_, _ = await socket.connect()
+    assert connected_
+    if api_key is not None:
+        await socket.send_json_to({"type": "auth", "api_key": api_key})
+        assert (await socket.receive_json_from(timeout=5))["type"] == "ready"
+    return socket
+
+
+def test_a_key_client_streams_deltas_then_done_with_usage(api_key):
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_json_to({**HELLO, "max_tokens": 8})
+        events: list[dict[str, object]] = []
+        while not events or events[-1]["type"] not in ("done", "error"):
+            events.append(await socket.receive_json_from(timeout=10))
+        await socket.disconnect()
+        await close_http_session()
+        return events
+
+    events = asyncio.run(scenario())
+    assert [e["type"] for e in events[:-1]] == ["delta"] * 8
+    assert events[-1]["type"] == "done"
+    assert events[-1]["usage"]["completion_tokens"] == 8
+
+
+def test_stop_cancels_the_generation_on_the_worker(api_key, sim):
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_json_to(HELLO)
+        for _ in range(3):
+            assert (await socket.receive_json_from(timeout=10))["type"] == "delta"
+        await socket.send_json_to({"type": "stop"})
+        event = await socket.receive_json_from(timeout=10)
+        while event["type"] == "delta":
+            event = await socket.receive_json_from(timeout=10)
+        stopped_at = time.monotonic()
+        while sim.metric("vllm:num_requests_running") != 0:
+            assert time.monotonic() - stopped_at < 1.0
+            await asyncio.sleep(0.05)
+        await socket.disconnect()
+        await close_http_session()
+        return event
+
+    stopped = asyncio.run(scenario())
+    assert stopped["type"] == "stopped"
+    assert 3 <= stopped["usage"]["completion_tokens"] < 300
+
+
+def test_chat_before_authenticating_is_refused(api_key):
+    async def scenario():
+        socket = await connected(None)
+        await socket.send_json_to(HELLO)
+        reply = await socket.receive_json_from(timeout=5)
+        await socket.send_json_to({"type": "auth", "api_key": "sk-sluice-wrong"})
+        bad_key = await socket.receive_json_from(timeout=5)
+        await socket.disconnect()
+        return reply, bad_key
+
+    reply, bad_key = asyncio.run(scenario())
+    assert reply["error"]["code"] == "unauthenticated"
+    assert bad_key["error"]["code"] == "invalid_api_key"
+
+
+def test_a_foreign_origin_cannot_open_the_socket():
+    async def scenario() -> bool:
+        socket = WebsocketCommunicator(application, "/ws/chat/",
+                                       headers=[(b"origin", b"https://evil.example")])  # fmt: skip
+        connected_, _ = await socket.connect()
+        return bool(connected_)
+
+    assert asyncio.run(scenario()) is False
