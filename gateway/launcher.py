@@ -130,7 +130,7 @@ def banner(port: int, demo: dict[str, str]) -> str:
     return "\n".join([
         "",
         "Sluice is ready.",
-        f"  Admin:       {base}/admin/  (the web chat page at {base}/ is not built yet)",
+        f"  Web chat:    {base}/   (admin pages at {base}/admin/)",
         f"  Demo login:  {demo['username']} / {demo['password']}  (staff, admin of team "
         f"'{demo['team']}'; rotated each start)",
         f"  API key:     {demo['api_key']}  (shown once; rotated each start)",

@@ -3,8 +3,11 @@ from django.urls import include, path
 
 from gateway import health
 from gateway.api.metrics import metrics
+from gateway.chat.views import chat_page
 
 urlpatterns = [
+    path("", chat_page, name="chat"),
+    path("accounts/", include("django.contrib.auth.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),

@@ -1,0 +1,38 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from gateway.accounts import actions
+from inference import fleet
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_chat_page_needs_a_login():
+    response = Client().get("/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_a_logged_in_user_gets_the_page_with_models_and_a_csrf_cookie():
+    fleet.ensure_deployment("smollm2-135m-instruct")
+    user = get_user_model().objects.create_user("ann", password="a-long-password-1")
+    actions.add_member(actions.create_team("Acme"), user)
+    client = Client()
+    client.force_login(user)
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"<option>smollm2-135m-instruct</option>" in response.content
+    assert b"chat/chat.js" in response.content
+    assert "csrftoken" in response.cookies
+
+
+def test_logging_in_needs_the_csrf_token():
+    get_user_model().objects.create_user("ann", password="a-long-password-1")
+    client = Client(enforce_csrf_checks=True)
+    refused = client.post("/accounts/login/", {"username": "ann", "password": "a-long-password-1"})
+    assert refused.status_code == 403
+    page = client.get("/accounts/login/")
+    token = page.cookies["csrftoken"].value
+    accepted = client.post("/accounts/login/", {"username": "ann", "password": "a-long-password-1",
+                                                "csrfmiddlewaretoken": token})  # fmt: skip
+    assert accepted.status_code == 302 and accepted["Location"] == "/"
