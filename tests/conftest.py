@@ -46,6 +46,16 @@ def redis_url(redis_server: str, settings: object) -> Iterator[str]:
     reset_clients()
 
 
+@pytest.fixture
+def upstream_sim():
+    """A simulator serving the model name `sim-upstream` (deployments map to it)."""
+    from tests.sims import SimProcess
+
+    process = SimProcess(model="sim-upstream")
+    yield process
+    process.stop()
+
+
 def database_url() -> str:
     """A URL for the database this test run uses, for child processes."""
     db = connection.settings_dict

@@ -16,7 +16,6 @@ from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet
 from tests.live import LiveGateway
-from tests.sims import SimProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MESSAGES: list[ChatCompletionMessageParam] = [
@@ -25,10 +24,8 @@ MESSAGES: list[ChatCompletionMessageParam] = [
 
 
 @pytest.fixture
-def sim():
-    process = SimProcess(model="sim-upstream")
-    yield process
-    process.stop()
+def sim(upstream_sim):
+    return upstream_sim
 
 
 @pytest.fixture

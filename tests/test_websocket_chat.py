@@ -6,13 +6,15 @@ import time
 import aiohttp
 import pytest
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from gateway.accounts import actions
+from gateway.accounts.models import Team
 from gateway.asgi import application
 from inference import fleet
 from inference.client import close_http_session
 from inference.scraper import Scraper
-from tests.sims import SimProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
@@ -21,10 +23,8 @@ HELLO = {"type": "chat", "model": "small-model", "max_tokens": 300, "ignore_eos"
 
 
 @pytest.fixture
-def sim():
-    process = SimProcess(model="sim-upstream")
-    yield process
-    process.stop()
+def sim(upstream_sim):
+    return upstream_sim
 
 
 @pytest.fixture
@@ -85,6 +85,29 @@ def test_stop_cancels_the_generation_on_the_worker(api_key, sim):
     stopped = asyncio.run(scenario())
     assert stopped["type"] == "stopped"
     assert 3 <= stopped["usage"]["completion_tokens"] < 300
+
+
+def test_a_logged_in_web_user_chats_on_their_team_without_a_key(api_key):
+    user = get_user_model().objects.create_user("ann", password="a-long-password-1")
+    actions.add_member(Team.objects.get(name="Acme"), user)
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    async def scenario():
+        async with aiohttp.ClientSession() as session:
+            await Scraper().scrape_once(session)
+        socket = WebsocketCommunicator(application, "/ws/chat/",
+                                       headers=[*ORIGIN, (b"cookie", cookie)])  # fmt: skip
+        assert (await socket.connect())[0]
+        await socket.send_json_to({**HELLO, "max_tokens": 3})
+        events = [await socket.receive_json_from(timeout=10) for _ in range(4)]
+        await socket.disconnect()
+        await close_http_session()
+        return events
+
+    events = asyncio.run(scenario())
+    assert [e["type"] for e in events] == ["delta", "delta", "delta", "done"]
 
 
 def test_chat_before_authenticating_is_refused(api_key):
