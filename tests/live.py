@@ -2,11 +2,10 @@
 
 import subprocess
 import sys
-import time
-import urllib.request
 
 from gateway.embedded_redis import free_port
 from tests.conftest import REPO_ROOT, child_env
+from tests.sims import wait_until_answers
 
 
 class LiveGateway:
@@ -22,17 +21,7 @@ class LiveGateway:
             subprocess.Popen([sys.executable, "manage.py", "scrape_workers"],
                              cwd=REPO_ROOT, env=environment),
         ]  # fmt: skip
-        self._wait_until_ready()
-
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("gateway did not become ready")
+        wait_until_answers(f"{self.url}/readyz", 30, "gateway")
 
     def stop(self) -> None:
         for process in self.processes:

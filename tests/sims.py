@@ -9,6 +9,18 @@ from gateway.embedded_redis import free_port
 from tests.conftest import REPO_ROOT
 
 
+def wait_until_answers(url: str, timeout_s: float, what: str) -> None:
+    """Poll url until it answers 200, or fail naming what did not start."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not start ({url})")
+
+
 class SimProcess:
     def __init__(
         self, profile: str = "cpu-smollm2-135m", model: str = "sim", port: int | None = None
@@ -20,14 +32,7 @@ class SimProcess:
              "--model", model],
             cwd=REPO_ROOT,
         )  # fmt: skip
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"simulator on {self.url} did not start")
+        wait_until_answers(f"{self.url}/health", 15, "simulator")
 
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as response:

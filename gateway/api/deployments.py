@@ -38,9 +38,6 @@ class DeploymentCatalog:
     async def get(self, name: str) -> DeploymentInfo | None:
         return (await self.all()).get(name)
 
-    def invalidate(self) -> None:
-        self._loaded_at = float("-inf")
-
 
 def _load() -> dict[str, DeploymentInfo]:
     return {

@@ -8,7 +8,6 @@ prefill, as with --enable-prefix-caching.
 """
 
 import asyncio
-import itertools
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -61,7 +60,6 @@ class Engine:
         self.running: list[SimRequest] = []
         self.prefix_cache: OrderedDict[int, None] = OrderedDict()
         self._wake = asyncio.Event()
-        self.step_count = itertools.count()
         # Simulated seconds of GPU work so far: measurements that must not depend on how
         # busy the host is (tests, replay) read this instead of the wall clock.
         self.clock = 0.0
@@ -148,7 +146,6 @@ class Engine:
         for request in decoding:
             if not request.finished:
                 self._emit(request)
-        next(self.step_count)
 
     def _remember_prefix(self, request: SimRequest) -> None:
         for block in request.block_hashes:
