@@ -13,6 +13,9 @@ WORKER_PY := $(WORKER_VENV)/bin/python
 WORKER_DEPS := $(WORKER_VENV)/.installed
 MODEL_DIR := var/models/smollm2-135m-instruct
 MODEL := $(MODEL_DIR)/.prepared
+# Debian's chromium for the web chat's browser tests: Playwright drives it, never downloads one.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
 .PHONY: run test lint typecheck pytest bench bench-worker worker clean
@@ -45,10 +48,15 @@ $(MODEL): $(WORKER_DEPS) inference/prepare_model.py
 
 worker: $(MODEL)
 
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium \
+	  || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y --no-install-recommends chromium)
+
 run: $(RUN_DEPS) $(MODEL)
 	$(PY) -m gateway.launcher
 
-test: $(DEV_DEPS) $(MODEL) lint typecheck pytest
+test: $(DEV_DEPS) $(MODEL) $(CHROMIUM) lint typecheck pytest
 
 lint: $(DEV_DEPS)
 	$(VENV)/bin/ruff check .

@@ -121,6 +121,10 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Usage events a ledger consumer read but did not acknowledge for this long are taken over
+# by the next run (their consumer is presumed dead; a wrong guess costs a duplicate read,
+# never a duplicate record).
+USAGE_RECLAIM_IDLE_S = env_float("USAGE_RECLAIM_IDLE_S", 30.0)
 
 # Authentication: how long one process trusts a key or policy record before asking Redis
 # again. Revocation and policy changes reach every process within this bound plus one

@@ -3,20 +3,29 @@
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 import redis
 from channels.layers import channel_layers
 from django.db import connection
+from openai.types.chat import ChatCompletionMessageParam
 
 from gateway import embedded_redis
 from gateway.accounts import authentication
 from gateway.accounts.records import key_records, team_limits
+from gateway.api.deployments import catalog
 from gateway.redis_clients import reset_clients
+from inference.snapshot import fleet_view
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+MESSAGES: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of France?"}
+]
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +50,8 @@ def redis_url(redis_server: str, settings: object) -> Iterator[str]:
     redis.Redis.from_url(redis_server).flushall()
     key_records.clear_local()
     team_limits.clear_local()
+    catalog.clear_local()
+    fleet_view.invalidate()  # a copy from the last test names workers that are gone
     authentication._last_noted.clear()
     yield redis_server
     reset_clients()
@@ -54,6 +65,33 @@ def upstream_sim():
     process = SimProcess(model="sim-upstream")
     yield process
     process.stop()
+
+
+@pytest.fixture
+def platform(redis_url: str, upstream_sim: Any) -> Iterator[dict[str, Any]]:
+    """A live gateway with team Acme, a key, `small-model` on a simulator worker and
+    `model-without-workers`; ready once the scraper has published the worker."""
+    from gateway.accounts import actions
+    from inference import fleet
+    from tests.live import LiveGateway
+
+    team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
+    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream",
+                                         max_in_flight_per_worker=8)  # fmt: skip
+    fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
+    fleet.ensure_deployment("model-without-workers")
+    gateway = LiveGateway(redis_url)
+    deadline = time.monotonic() + 10
+    key = actions.issue_api_key(team).plaintext
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+    while time.monotonic() < deadline:  # until the scraper has published the worker
+        try:
+            client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=1)
+            break
+        except openai.InternalServerError:
+            time.sleep(0.2)
+    yield {"gateway": gateway, "team": team, "key": key, "client": client, "sim": upstream_sim}
+    gateway.stop()
 
 
 def database_url() -> str:

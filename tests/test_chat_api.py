@@ -7,46 +7,15 @@ import time
 
 import openai
 import pytest
-from openai.types.chat import ChatCompletionMessageParam
 
 from gateway.accounts import actions
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.records import QuotaLimits
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
-from inference import fleet
-from tests.live import LiveGateway
+from tests.conftest import MESSAGES
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MESSAGES: list[ChatCompletionMessageParam] = [
-    {"role": "user", "content": "What is the capital of France?"}
-]
-
-
-@pytest.fixture
-def sim(upstream_sim):
-    return upstream_sim
-
-
-@pytest.fixture
-def platform(redis_url, sim):
-    team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
-    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream",
-                                         max_in_flight_per_worker=8)  # fmt: skip
-    fleet.register_worker(deployment, sim.url, registered_by="test")
-    fleet.ensure_deployment("model-without-workers")
-    gateway = LiveGateway(redis_url)
-    deadline = time.monotonic() + 10
-    key = actions.issue_api_key(team).plaintext
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-    while time.monotonic() < deadline:  # until the scraper has published the worker
-        try:
-            client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=1)
-            break
-        except openai.InternalServerError:
-            time.sleep(0.2)
-    yield {"gateway": gateway, "team": team, "key": key, "client": client, "sim": sim}
-    gateway.stop()
 
 
 def test_non_streaming_and_streaming_completions_with_the_openai_client(platform):

@@ -37,6 +37,13 @@ def test_any_body_is_either_accepted_or_refused_with_a_400(raw):
         assert error.body()["error"]["type"] == "invalid_request_error"
 
 
+def test_nan_and_infinity_are_not_json():
+    with pytest.raises(ApiError) as error:
+        parse_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "x"}], '
+                           b'"temperature": NaN}')  # fmt: skip
+    assert error.value.status == 400 and "not valid JSON" in str(error.value.body())
+
+
 def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
     chat = parse_chat_request(json.dumps({
         "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0,
@@ -58,6 +65,13 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
          "temprature"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}, "tools"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+        ({"model": "m", "messages": [{"role": ["user"], "content": "x"}]}, "messages.0"),
+        ({"model": "m", "messages": [{"role": "user", "content": [1]}]}, "messages.0.content"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+         "temperature"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 1.5}, "top_p"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "seed": 2**64}, "seed"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
     ],
 )  # fmt: skip
 def test_each_mistake_names_its_parameter(body, param):

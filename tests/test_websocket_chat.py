@@ -44,6 +44,7 @@ async def connected(api_key: str | None) -> WebsocketCommunicator:
     if api_key is not None:
         await socket.send_json_to({"type": "auth", "api_key": api_key})
         assert (await socket.receive_json_from(timeout=5))["type"] == "ready"
+        assert (await socket.receive_json_from(timeout=5))["type"] == "quota"
     return socket
 
 
@@ -101,13 +102,18 @@ def test_a_logged_in_web_user_chats_on_their_team_without_a_key(api_key):
                                        headers=[*ORIGIN, (b"cookie", cookie)])  # fmt: skip
         assert (await socket.connect())[0]
         await socket.send_json_to({**HELLO, "max_tokens": 3})
-        events = [await socket.receive_json_from(timeout=10) for _ in range(4)]
+        events = [await socket.receive_json_from(timeout=10) for _ in range(6)]
         await socket.disconnect()
         await close_http_session()
         return events
 
     events = asyncio.run(scenario())
-    assert [e["type"] for e in events] == ["delta", "delta", "delta", "done"]
+    assert [e["type"] for e in events] == ["quota", "delta", "delta", "delta", "done", "quota"]
+    remaining = [{item["limit"]: item["remaining"] for item in e["limits"]}
+                 for e in (events[0], events[-1])]  # fmt: skip
+    assert remaining[0]["requests_per_minute"] == 100
+    assert remaining[1]["requests_per_minute"] == 99
+    assert remaining[0]["tokens_per_month"] is None  # unlimited stays unlimited
 
 
 def test_chat_before_authenticating_is_refused(api_key):

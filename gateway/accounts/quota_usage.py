@@ -19,6 +19,10 @@ class LimitUsage:
     def remaining(self) -> int | None:
         return None if self.limit_value is None else max(self.limit_value - self.used, 0)
 
+    def as_dict(self) -> dict[str, str | int | None]:
+        return {"limit": self.limit, "used": self.used, "limit_value": self.limit_value,
+                "remaining": self.remaining}  # fmt: skip
+
 
 def _window_sum(fields: dict[str, str], now_s: int) -> int:
     """Sum the per-second buckets still in the window (bookkeeping fields are not digits)."""

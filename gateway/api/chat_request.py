@@ -1,6 +1,7 @@
 """Validate an OpenAI chat completion request body into what the gateway needs."""
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,15 +48,67 @@ def _bad(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, "invalid_request", param)
 
 
+def _number(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
+
+
+def _integer(low: int, high: int = 2**63 - 1) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _stop(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and len(value) <= 4 and all(isinstance(s, str) for s in value)
+    )
+
+
+# What each passthrough option must be, so the worker never sees garbage (and caches keyed
+# on these options never store it).
+OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (_number(0, 2), "a number from 0 to 2"),
+    "top_p": (_number(0, 1), "a number from 0 to 1"),
+    "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "seed": (_integer(-(2**63)), "an integer"),
+    "top_k": (_integer(-1), "an integer of -1 or more"),
+    "min_tokens": (_integer(0), "a non-negative integer"),
+    "stop": (_stop, "a string or an array of up to 4 strings"),
+    "user": (lambda v: isinstance(v, str), "a string"),
+    "ignore_eos": (lambda v: isinstance(v, bool), "a boolean"),
+    "logit_bias": (lambda v: isinstance(v, dict), "an object"),
+    "response_format": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _check_options(body: dict[str, Any]) -> dict[str, Any]:
+    options = {k: v for k, v in body.items() if k in PASSTHROUGH and v is not None}
+    for name, value in options.items():
+        valid, expected = OPTION_RULES[name]
+        if not valid(value):
+            raise _bad(f"'{name}' must be {expected}.", name)
+    return options
+
+
+def _content_parts(content: Any) -> bool:
+    return isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
+    )
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _check_messages(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise _bad("'messages' must be a non-empty array.", "messages")
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:
             raise _bad(f"messages[{index}] needs a role in {sorted(ROLES)}.", f"messages.{index}")
         content = message.get("content")
-        if not (content is None or isinstance(content, str | list)):
-            raise _bad(f"messages[{index}].content must be a string or an array.",
+        if not (content is None or isinstance(content, str) or _content_parts(content)):
+            raise _bad(f"messages[{index}].content must be a string or an array of parts.",
                        f"messages.{index}.content")  # fmt: skip
     return messages
 
@@ -71,8 +124,9 @@ def _check_max_tokens(body: dict[str, Any]) -> int:
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        # NaN and Infinity are not JSON; Python accepts them unless told otherwise.
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError):
         raise _bad("The body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise _bad("The body must be a JSON object.")
@@ -96,5 +150,5 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         max_tokens=_check_max_tokens(body),
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
-        options={k: v for k, v in body.items() if k in PASSTHROUGH},
+        options=_check_options(body),
     )

@@ -38,6 +38,10 @@ class DeploymentCatalog:
     async def get(self, name: str) -> DeploymentInfo | None:
         return (await self.all()).get(name)
 
+    def clear_local(self) -> None:
+        """Forget this process's copy; the next lookup reads the database."""
+        self._loaded_at = float("-inf")
+
 
 def _load() -> dict[str, DeploymentInfo]:
     return {

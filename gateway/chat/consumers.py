@@ -6,18 +6,25 @@ code the HTTP API uses (gateway.api.admission, CompletionRun).
 
 import asyncio
 import json
+import logging
 import uuid
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from gateway.accounts.authentication import AuthenticationFailed, ScopeDenied, authenticate_key
+from gateway.accounts.quota_usage import read_team_usage
+from gateway.accounts.quotas import AdmissionUnavailable
+from gateway.accounts.records import limits_for_team
 from gateway.api.admission import Caller, prepare_completion
 from gateway.api.completions import CompletionRun, upstream_api_error
 from gateway.api.errors import ApiError
 from gateway.chat.callers import caller_for_user
 from gateway.redis_clients import RedisUnavailable
 from inference.client import UpstreamError
+
+logger = logging.getLogger(__name__)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -28,6 +35,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.caller = await caller_for_user(self.scope.get("user"))
         self.generation = None
         await self.accept()
+        if self.caller is not None:
+            await self._send_quota(self.caller)
 
     async def disconnect(self, code: int) -> None:
         if self.generation is not None:
@@ -55,6 +64,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(503, str(exc), "service_unavailable")
             return
         await self.send_json({"type": "ready"})
+        await self._send_quota(self.caller)
 
     async def _start(self, content: dict[str, Any]) -> None:
         if self.caller is None:
@@ -98,6 +108,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.send_json({"type": event, "id": request_id, "model": deployment.name,
                               "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                         "total_tokens": prompt + completion}})  # fmt: skip
+        await self._send_quota(caller)
+
+    async def _send_quota(self, caller: Caller) -> None:
+        """What the team has left of each limit, so the page can show it before and after."""
+        try:
+            limits = await limits_for_team(caller.team_id)
+            usage = await sync_to_async(read_team_usage, thread_sensitive=False)(
+                caller.team_id, limits
+            )
+        except (AdmissionUnavailable, RedisUnavailable):
+            logger.warning("quota usage for team %s unreadable: Redis is down", caller.team_id)
+            return  # the chat itself reports Redis trouble on the next request
+        await self.send_json({"type": "quota", "limits": [item.as_dict() for item in usage]})
 
     async def _relay(self, request_id: str, chunk: dict[str, Any]) -> None:
         for choice in chunk.get("choices", []):

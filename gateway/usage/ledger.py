@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from django.conf import settings
 from django.db import transaction
 
 from gateway.accounts.models import Team
@@ -24,7 +25,6 @@ logger = logging.getLogger(__name__)
 STREAM = "sluice:usage:events"
 GROUP = "ledger"
 BATCH_SIZE = 1000
-RECLAIM_IDLE_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,15 @@ def ensure_group(client: redis.Redis) -> None:
             raise
 
 
-def read_batch(client: redis.Redis, consumer: str, reclaim_idle_ms: int = RECLAIM_IDLE_MS
+def _reclaim_idle_ms() -> int:
+    return int(settings.USAGE_RECLAIM_IDLE_S * 1000)
+
+
+def read_batch(client: redis.Redis, consumer: str, reclaim_idle_ms: int | None = None
                ) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
     """Events abandoned by dead consumers first, then new ones."""
+    if reclaim_idle_ms is None:
+        reclaim_idle_ms = _reclaim_idle_ms()
     reclaimed = client.xautoclaim(STREAM, GROUP, consumer, min_idle_time=reclaim_idle_ms,
                                   start_id="0-0", count=BATCH_SIZE)  # fmt: skip
     entries = list(reclaimed[1])
@@ -94,7 +100,7 @@ def acknowledge(client: redis.Redis, entry_ids: list[str]) -> None:
     pipe.execute()
 
 
-def ingest(consumer: str, reclaim_idle_ms: int = RECLAIM_IDLE_MS) -> int:
+def ingest(consumer: str, reclaim_idle_ms: int | None = None) -> int:
     """Move every pending event into the database; returns how many rows were new."""
     client = sync_redis()
     ensure_group(client)

@@ -5,6 +5,20 @@
   const send = document.getElementById("send");
   const stop = document.getElementById("stop");
   const usage = document.getElementById("usage");
+  const quota = document.getElementById("quota");
+  const LIMIT_NAMES = {
+    requests_per_minute: "requests this minute",
+    tokens_per_minute: "tokens this minute",
+    tokens_per_month: "tokens this month",
+  };
+
+  function remainingText(item) {
+    if (item.limit === "budget_per_month_micros") {
+      return `$${(item.remaining / 1e6).toFixed(2)} budget this month`;
+    }
+    return `${item.remaining.toLocaleString("en")} ${LIMIT_NAMES[item.limit] || item.limit}`;
+  }
+
   let history = [];
   let reply = null;
   let socket = null;
@@ -23,6 +37,12 @@
     stop.disabled = !active;
   }
 
+  function showQuota(limits) {
+    const bounded = limits.filter((item) => item.remaining !== null);
+    quota.textContent = bounded.length === 0 ? "Quota: unlimited"
+      : `Remaining: ${bounded.map(remainingText).join(" · ")}`;
+  }
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/chat/`);
@@ -38,6 +58,8 @@
           `Tokens: ${u.prompt_tokens} in, ${u.completion_tokens} out`;
         reply = null;
         streaming(false);
+      } else if (message.type === "quota") {
+        showQuota(message.limits);
       } else if (message.type === "error") {
         bubble("error", message.error.message);
         reply = null;

@@ -114,14 +114,6 @@ class UsageView(APIView):
         return Response(
             {
                 "team": team.slug,
-                "limits": [
-                    {
-                        "limit": item.limit,
-                        "used": item.used,
-                        "limit_value": item.limit_value,
-                        "remaining": item.remaining,
-                    }
-                    for item in usage
-                ],
+                "limits": [item.as_dict() for item in usage],
             }
         )

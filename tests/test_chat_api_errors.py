@@ -1,0 +1,116 @@
+"""Bad input and failures on the HTTP API, through a live gateway: OpenAI's error shape and
+status for each, and never a 500."""
+
+import http.client
+import json
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.accounts import actions
+from tests.conftest import MESSAGES
+
+pytestmark = pytest.mark.django_db(transaction=True)
+REFUSALS = {400, 404, 413, 503}  # 503: `model-without-workers`, the one valid model
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "system", "assistant", "tool", "robot"]) | json_values},
+        optional={"content": st.text(max_size=50) | json_values, "name": json_values},
+    ),
+    max_size=3,
+)
+bodies = st.one_of(
+    st.binary(max_size=300),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {"model": st.just("model-without-workers") | json_values,
+         "messages": messages | json_values},
+        optional={
+            "max_tokens": st.integers() | json_values,
+            "stream": json_values,
+            "stream_options": json_values,
+            "temperature": st.floats(allow_nan=True, allow_infinity=True) | json_values,
+            "top_p": json_values,
+            "n": json_values,
+            "stop": json_values,
+            "seed": json_values,
+            "tools": json_values,
+        },
+    ).map(lambda v: json.dumps(v).encode()),
+)
+
+
+@pytest.fixture
+def connection(platform: dict[str, Any]) -> Iterator[http.client.HTTPConnection]:
+    conn = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=10)
+    yield conn
+    conn.close()
+
+
+def test_a_thousand_malformed_bodies_are_refused_in_openai_shape_never_with_a_500(
+    platform: dict[str, Any], connection: http.client.HTTPConnection
+) -> None:
+    unlimited = actions.issue_api_key(actions.create_team("Fuzz")).plaintext
+    statuses: set[int] = set()
+
+    @settings(max_examples=1000, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(bodies)
+    def post(raw: bytes) -> None:
+        connection.request("POST", "/v1/chat/completions", body=raw,
+                           headers={"Authorization": f"Bearer {unlimited}",
+                                    "Content-Type": "application/json"})  # fmt: skip
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        statuses.add(response.status)
+        assert response.status in REFUSALS, body
+        assert set(body["error"]) == {"message", "type", "param", "code"}
+        assert response.getheader("x-request-id", "").startswith("chatcmpl-")
+
+    post()
+    assert {400, 503} <= statuses  # the fuzzer reached both validation and dispatch
+
+
+def test_a_stream_over_quota_gets_429_with_retry_after_and_rate_limit_headers(platform):
+    actions.update_quota_policy(platform["team"], requests_per_minute=1)
+    time.sleep(1.2)  # policy records reach every process within a second
+    client = platform["client"]
+    with pytest.raises(openai.RateLimitError) as limited:
+        for _ in range(3):
+            for _chunk in client.chat.completions.create(
+                model="small-model", messages=MESSAGES, max_tokens=2, stream=True
+            ):
+                pass
+    headers = limited.value.response.headers
+    assert 1 <= int(headers["retry-after"]) <= 60
+    assert headers["x-ratelimit-limit-requests"] == "1"
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+    assert limited.value.body["code"] == "requests_per_minute"  # type: ignore[index]
+
+
+def test_a_worker_dying_mid_stream_ends_the_stream_with_an_error_chunk(platform):
+    stream = platform["client"].chat.completions.create(
+        model="small-model", messages=MESSAGES, max_tokens=300, stream=True,
+        extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    received = 0
+    with pytest.raises(openai.APIError) as failed:
+        for _chunk in stream:
+            received += 1
+            if received == 3:
+                platform["sim"].process.send_signal(signal.SIGKILL)
+    assert 3 <= received < 300
+    assert "worker failed" in failed.value.message
+
