@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test lint typecheck pytest bench bench-worker worker clean
+.PHONY: run test lint typecheck pytest bench bench-auth bench-gateway worker clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -67,9 +67,17 @@ typecheck: $(DEV_DEPS)
 pytest: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/pytest
 
+# Load sweep against a running `make run` (or any OpenAI-compatible URL):
+#   SLUICE_API_KEY=<key from the banner> make bench ARGS="--concurrency 1,4,16 --html var/bench.html"
 bench: $(DEV_DEPS)
+	$(TEST_ENV) $(PY) manage.py bench $(ARGS)
+
+bench-auth: $(DEV_DEPS)
 	$(TEST_ENV) SLUICE_VAR_DIR=$(CURDIR)/var/bench $(PY) manage.py migrate --no-input -v 0
 	$(TEST_ENV) SLUICE_VAR_DIR=$(CURDIR)/var/bench REDIS_URL= $(PY) manage.py bench_auth_admit
+
+bench-gateway: $(DEV_DEPS)
+	scripts/bench-gateway-overhead uvicorn $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(WORKER_VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -1,9 +1,13 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
-django_http = get_asgi_application()
+django.setup(set_prefix=False)
+
+from gateway.api_handler import split_application  # noqa: E402 - needs Django set up
+
+django_http = split_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -16,7 +20,11 @@ from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
 
 # Static files (admin styles and scripts) come from the apps' static folders; no CDN, no
 # collectstatic step for `make run`. Behind a CDN or nginx in production, set SERVE_STATIC=0.
-http_app = ASGIStaticFilesHandler(django_http) if settings.SERVE_STATIC else django_http
+http_app = (
+    ASGIStaticFilesHandler(django_http)  # type: ignore[arg-type]  # any ASGI app will do
+    if settings.SERVE_STATIC
+    else django_http
+)
 
 # WebSocket: session login (or an API key in the first message); the Origin must be one
 # of ALLOWED_HOSTS, so another site cannot ride a user's session cookie (CSRF for sockets).

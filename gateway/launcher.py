@@ -66,9 +66,12 @@ def server_command(port: int) -> list[str]:
     if name not in SERVERS:
         fail(f"SLUICE_SERVER={name!r} is not one of {', '.join(SERVERS)}")
     args = [sys.executable, *SERVERS[name]]
+    processes = os.environ.get("GATEWAY_PROCESSES", "1")
     if name == "daphne":
+        if processes != "1":
+            fail("daphne serves from one process; use SLUICE_SERVER=uvicorn for GATEWAY_PROCESSES")
         return [*args, "--bind", "127.0.0.1", "--port", str(port)]
-    return [*args, "--host", "127.0.0.1", "--port", str(port)]
+    return [*args, "--host", "127.0.0.1", "--port", str(port), "--workers", processes]
 
 
 def start_redis(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:

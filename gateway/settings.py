@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "gateway.accounts",
     "gateway.usage",
     "gateway.chat",
+    "gateway.loadtest",
     "inference",
 ]
 

@@ -70,9 +70,8 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
     """Parse an SSE body into chunk dicts; idle timeout between lines; stop at [DONE]."""
     while True:
         try:
-            line = await asyncio.wait_for(
-                response.content.readline(), settings.UPSTREAM_IDLE_TIMEOUT_S
-            )
+            async with asyncio.timeout(settings.UPSTREAM_IDLE_TIMEOUT_S):  # no task per line
+                line = await response.content.readline()
         except TimeoutError:
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
         if not line:

@@ -23,13 +23,20 @@ def wait_until_answers(url: str, timeout_s: float, what: str) -> None:
 
 class SimProcess:
     def __init__(
-        self, profile: str = "cpu-smollm2-135m", model: str = "sim", port: int | None = None
+        self,
+        profile: str = "cpu-smollm2-135m",
+        model: str = "sim",
+        port: int | None = None,
+        fixed_ttft_ms: float | None = None,
+        fixed_itl_ms: float = 0.0,
     ):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        fixed = [] if fixed_ttft_ms is None else [
+            "--fixed-ttft-ms", str(fixed_ttft_ms), "--fixed-itl-ms", str(fixed_itl_ms)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "inference.sim", "--port", str(self.port), "--profile", profile,
-             "--model", model],
+             "--model", model, *fixed],
             cwd=REPO_ROOT,
         )  # fmt: skip
         wait_until_answers(f"{self.url}/health", 15, "simulator")

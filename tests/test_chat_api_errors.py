@@ -10,10 +10,15 @@ from typing import Any
 
 import openai
 import pytest
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.accounts import actions
+from gateway.accounts.records import key_records
+from gateway.embedded_redis import free_port
+from gateway.redis_clients import reset_clients
 from tests.conftest import MESSAGES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,3 +119,20 @@ def test_a_worker_dying_mid_stream_ends_the_stream_with_an_error_chunk(platform)
     assert 3 <= received < 300
     assert "worker failed" in failed.value.message
 
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models"])
+def test_redis_down_answers_503_in_openai_shape(settings, path):
+    key = actions.issue_api_key(actions.create_team("Acme")).plaintext
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    reset_clients()
+    key_records.clear_local()
+    client, auth = AsyncClient(), {"Authorization": f"Bearer {key}"}
+    if path == "/v1/models":
+        response = async_to_sync(client.get)(path, headers=auth)
+    else:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        response = async_to_sync(client.post)(path, body, content_type="application/json",
+                                              headers=auth)  # fmt: skip
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "service_unavailable"

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any, Generic, TypeVar, cast
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from gateway.accounts.models import ApiKey, QuotaPolicy
+from gateway.db import database_read
 from gateway.redis_clients import REDIS_FAILURES, RedisUnavailable, async_redis, sync_redis
 
 # Redis heals itself within this TTL even if a publish was lost; "missing" answers (unknown
@@ -87,7 +87,7 @@ class RecordCache(Generic[T]):
         try:
             raw = cast(str | None, await client.get(self.redis_key(ident)))
             if raw is None:
-                loaded = await sync_to_async(self._load)(ident)
+                loaded = await database_read(self._load)(ident)
                 fresh = encode_record(loaded)
                 # SET NX GET: keep (and use) whatever a writer published meanwhile.
                 ttl = REDIS_RECORD_TTL_S if loaded is not None else REDIS_MISSING_TTL_S

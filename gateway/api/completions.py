@@ -21,6 +21,9 @@ from inference.dispatch import Dispatcher, NoHealthyWorker, QueueTimeout
 
 logger = logging.getLogger(__name__)
 dispatcher = Dispatcher()
+# Yielded once the worker has finished, before settling: a client can be told the reply is
+# complete without waiting for the quota and ledger round trips.
+END_OF_STREAM: dict[str, Any] = {}
 
 
 def upstream_api_error(exc: UpstreamError) -> ApiError:
@@ -61,6 +64,7 @@ class CompletionRun:
                     self._observe(lease.worker.url, chunk)
                     yield {**chunk, "id": self.request_id, "model": self.deployment.name}
             self.status = "ok"
+            yield END_OF_STREAM
         except Exception:
             self.status = "failed"
             raise

@@ -4,8 +4,7 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from asgiref.sync import sync_to_async
-
+from gateway.db import database_read
 from inference.models import ModelDeployment
 
 REFRESH_S = 5.0
@@ -31,7 +30,7 @@ class DeploymentCatalog:
 
     async def all(self) -> dict[str, DeploymentInfo]:
         if time.monotonic() - self._loaded_at >= REFRESH_S:
-            self._by_name = await sync_to_async(_load)()
+            self._by_name = await database_read(_load)()
             self._loaded_at = time.monotonic()
         return self._by_name
 

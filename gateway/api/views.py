@@ -21,7 +21,7 @@ from gateway.accounts.authentication import (
 from gateway.accounts.records import KeyRecord
 from gateway.api import instruments
 from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
-from gateway.api.completions import CompletionRun, upstream_api_error
+from gateway.api.completions import END_OF_STREAM, CompletionRun, upstream_api_error
 from gateway.api.deployments import catalog
 from gateway.api.errors import ApiError
 from gateway.redis_clients import RedisUnavailable
@@ -96,11 +96,11 @@ async def _sse(
     """Relay chunks; a client that leaves cancels this generator, which closes upstream."""
     try:
         chunk: dict[str, Any] | None = first
-        while chunk is not None:
+        while chunk is not None and chunk is not END_OF_STREAM:
             if not chunk.get("usage") or run.chat.include_usage:
                 yield f"data: {json.dumps(_visible(chunk, run.chat.include_usage))}\n\n".encode()
             chunk = await anext(chunks, None)
-        yield b"data: [DONE]\n\n"
+        yield b"data: [DONE]\n\n"  # then settle, in finally
     except UpstreamError as exc:  # a mid-stream failure ends the stream with an error chunk
         yield upstream_api_error(exc).sse_chunk()
     finally:
@@ -118,7 +118,7 @@ async def _collect(run: CompletionRun, first: dict[str, Any],
     text, finish = [], None
     try:
         chunk: dict[str, Any] | None = first
-        while chunk is not None:
+        while chunk is not None and chunk is not END_OF_STREAM:
             for choice in chunk.get("choices", []):
                 text.append((choice.get("delta") or {}).get("content") or "")
                 finish = choice.get("finish_reason") or finish

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
@@ -39,6 +40,19 @@ class SimRequest:
     @property
     def context_len(self) -> int:
         return self.prompt_len + self.generated
+
+
+class Scheduler(Protocol):
+    """What the HTTP surface needs of an engine (Engine, or FixedLatencyEngine)."""
+
+    profile: Profile
+    metrics: SimMetrics
+
+    def submit(self, request: SimRequest) -> None: ...
+
+    def cancel(self, request: SimRequest) -> None: ...
+
+    async def run(self) -> None: ...
 
 
 def block_hashes(tokens: list[str], block_size: int) -> list[int]:

@@ -8,12 +8,13 @@ from typing import Any
 
 from aiohttp import web
 
-from inference.sim.engine import Engine, SimRequest
+from inference.sim.engine import Engine, Scheduler, SimRequest
+from inference.sim.fixed import FixedLatencyEngine
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
 from inference.sim.text import completion, prompt_tokens
 
-ENGINE = web.AppKey("engine", Engine)
+ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
 MODEL = web.AppKey("model", str)
 
 
@@ -124,12 +125,20 @@ async def metrics(http: web.Request) -> web.Response:
 
 
 def build_app(
-    profile: Profile, model: str | None = None, time_scale: float = 1.0
+    profile: Profile,
+    model: str | None = None,
+    time_scale: float = 1.0,
+    fixed_latency: tuple[float, float] | None = None,
 ) -> web.Application:
+    """fixed_latency: (TTFT, inter-token) seconds for a FixedLatencyEngine instead of the
+    batching model."""
     app = web.Application(client_max_size=4 * 1024 * 1024)
     name = model or profile.model
     app[MODEL] = name
-    app[ENGINE] = Engine(profile, SimMetrics(name), time_scale)
+    if fixed_latency is None:
+        app[ENGINE] = Engine(profile, SimMetrics(name), time_scale)
+    else:
+        app[ENGINE] = FixedLatencyEngine(profile, SimMetrics(name), *fixed_latency)
 
     async def run_engine(app: web.Application) -> Any:
         task = asyncio.create_task(app[ENGINE].run())
