@@ -81,17 +81,21 @@ def platform(redis_url: str, upstream_sim: Any) -> Iterator[dict[str, Any]]:
     fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
     fleet.ensure_deployment("model-without-workers")
     gateway = LiveGateway(redis_url)
-    deadline = time.monotonic() + 10
-    key = actions.issue_api_key(team).plaintext
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-    while time.monotonic() < deadline:  # until the scraper has published the worker
-        try:
-            client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=1)
-            break
-        except openai.InternalServerError:
-            time.sleep(0.2)
-    yield {"gateway": gateway, "team": team, "key": key, "client": client, "sim": upstream_sim}
-    gateway.stop()
+    try:
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the scraper has published the worker
+            try:
+                client.chat.completions.create(model="small-model", messages=MESSAGES,
+                                               max_tokens=1)  # fmt: skip
+                break
+            except openai.InternalServerError:
+                time.sleep(0.2)
+        yield {"gateway": gateway, "team": team, "key": key, "client": client,
+               "sim": upstream_sim}  # fmt: skip
+    finally:
+        gateway.stop()
 
 
 def database_url() -> str:

@@ -21,7 +21,11 @@ class LiveGateway:
             subprocess.Popen([sys.executable, "manage.py", "scrape_workers"],
                              cwd=REPO_ROOT, env=environment),
         ]  # fmt: skip
-        wait_until_answers(f"{self.url}/readyz", 30, "gateway")
+        try:
+            wait_until_answers(f"{self.url}/readyz", 30, "gateway")
+        except RuntimeError:
+            self.stop()  # leave no server behind a failed start
+            raise
 
     def stop(self) -> None:
         for process in self.processes:

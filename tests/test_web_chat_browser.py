@@ -45,15 +45,17 @@ def long_prompt(min_words: int) -> str:
 @pytest.fixture
 def live_chat(redis_url: str) -> Iterator[str]:
     sim = SimProcess(profile=PROFILE, model="sim-upstream")
-    team = actions.create_team("Acme", requests_per_minute=100)
-    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
-    fleet.register_worker(deployment, sim.url, registered_by="test")
-    user = get_user_model().objects.create_user("ann", password=PASSWORD)
-    actions.add_member(team, user)
-    gateway = LiveGateway(redis_url)
-    yield gateway.url
-    gateway.stop()
-    sim.stop()
+    try:
+        team = actions.create_team("Acme", requests_per_minute=100)
+        deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
+        fleet.register_worker(deployment, sim.url, registered_by="test")
+        user = get_user_model().objects.create_user("ann", password=PASSWORD)
+        actions.add_member(team, user)
+        gateway = LiveGateway(redis_url)
+        yield gateway.url
+        gateway.stop()
+    finally:
+        sim.stop()
 
 
 @pytest.fixture
