@@ -9,7 +9,8 @@ millisecond per request before the view runs, all of it in thread hops:
   upkeep) in a thread.
 The /v1/ views are async and do their own authentication; their few database reads (on
 cache misses) go through gateway.db.database_read, which does the connection upkeep around
-each read instead. Everything else keeps the full stack.
+each read instead. They build no absolute URLs, so the Host check CommonMiddleware would
+trigger is not needed either. Everything else keeps the full stack.
 """
 
 import asyncio
@@ -74,6 +75,8 @@ class ApiHandler(ASGIHandler):
 
     async def _respond(self, request: HttpRequest, send: Any) -> None:
         response = await self.run_get_response(request)
+        # The one SecurityMiddleware header that matters for JSON and SSE responses.
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
         await self.send_response(response, send)
 
 

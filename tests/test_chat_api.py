@@ -99,6 +99,7 @@ def test_rate_limits_answer_429_with_retry_after_and_headers(platform):
     )
     assert raw.headers["x-ratelimit-limit-requests"] == "3"
     assert raw.headers["x-request-id"].startswith("chatcmpl-")
+    assert raw.headers["x-content-type-options"] == "nosniff"
     with pytest.raises(openai.RateLimitError) as limited:
         for _ in range(5):
             client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=2)

@@ -12,6 +12,9 @@ from django.test import Client
 from gateway.accounts import actions
 from gateway.accounts.models import Team
 from gateway.asgi import application
+from gateway.redis_clients import async_redis
+from gateway.usage.ledger import STREAM, ingest
+from gateway.usage.models import UsageRecord
 from inference import fleet
 from inference.client import close_http_session
 from inference.scraper import Scraper
@@ -86,6 +89,29 @@ def test_stop_cancels_the_generation_on_the_worker(api_key, sim):
     stopped = asyncio.run(scenario())
     assert stopped["type"] == "stopped"
     assert 3 <= stopped["usage"]["completion_tokens"] < 300
+
+
+def test_closing_the_socket_mid_reply_cancels_the_worker_and_bills_what_was_sent(api_key, sim):
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_json_to(HELLO)
+        for _ in range(3):
+            assert (await socket.receive_json_from(timeout=10))["type"] == "delta"
+        await socket.disconnect()  # no stop message: the browser tab was closed
+        closed_at = time.monotonic()
+        while sim.metric("vllm:num_requests_running") != 0:
+            assert time.monotonic() - closed_at < 1.0
+            await asyncio.sleep(0.05)
+        while await async_redis().xlen(STREAM) == 0:  # settled: its usage event is queued
+            assert time.monotonic() - closed_at < 2.0
+            await asyncio.sleep(0.05)
+        await close_http_session()
+
+    asyncio.run(scenario())
+    ingest("test-consumer")
+    record = UsageRecord.objects.get()
+    assert record.status == "cancelled"
+    assert 3 <= record.completion_tokens < 300
 
 
 def test_a_logged_in_web_user_chats_on_their_team_without_a_key(api_key):
