@@ -20,6 +20,9 @@ _sync_lock = threading.Lock()
 _async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]" = (
     weakref.WeakKeyDictionary()
 )
+_async_cache_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class RedisUnavailable(Exception):
@@ -60,21 +63,32 @@ def sync_redis() -> redis.Redis:
     return _sync_client
 
 
-def async_redis() -> aioredis.Redis:
+def _async_client(url: str, registry: "weakref.WeakKeyDictionary[Any, aioredis.Redis]"
+                  ) -> aioredis.Redis:  # fmt: skip
     loop = asyncio.get_running_loop()
-    client = _async_clients.get(loop)
+    client = registry.get(loop)
     if client is None:
         # A bounded pool that waits (up to the socket timeout) for a free connection:
         # a burst of requests queues briefly instead of opening thousands of sockets.
         pool = aioredis.BlockingConnectionPool.from_url(
-            redis_url(),
+            url,
             max_connections=settings.REDIS_MAX_CONNECTIONS,
             timeout=settings.REDIS_SOCKET_TIMEOUT_S,
             **_client_options(),
         )
         client = aioredis.Redis(connection_pool=pool)
-        _async_clients[loop] = client
+        registry[loop] = client
     return client
+
+
+def async_redis() -> aioredis.Redis:
+    return _async_client(redis_url(), _async_clients)
+
+
+def async_cache_redis() -> aioredis.Redis:
+    """The response caches' Redis (CACHE_REDIS_URL): its own memory budget and eviction,
+    so a full cache can never evict sessions, quotas or Celery data."""
+    return _async_client(settings.CACHE_REDIS_URL or redis_url(), _async_cache_clients)
 
 
 def reset_clients() -> None:
@@ -83,3 +97,4 @@ def reset_clients() -> None:
     with _sync_lock:
         _sync_client = None
     _async_clients.clear()
+    _async_cache_clients.clear()

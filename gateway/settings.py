@@ -95,6 +95,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # is deliberately no fallback to localhost:6379.
 REDIS_URL = env_str("REDIS_URL") or read_recorded(VAR_DIR / "redis.url")
 CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
+# The exact response cache (gateway/cache/exact.py): deterministic requests only.
+CACHE_EXACT_ENABLED = env_bool("CACHE_EXACT_ENABLED", True)
+CACHE_EXACT_TTL_S = env_int("CACHE_EXACT_TTL_S", 3600, minimum=1)
+CACHE_EXACT_MAX_TTL_S = env_int("CACHE_EXACT_MAX_TTL_S", 7 * 24 * 3600, minimum=1)
+CACHE_EXACT_MAX_ENTRY_BYTES = env_int("CACHE_EXACT_MAX_ENTRY_BYTES", 256 * 1024, minimum=1)
 # Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
 REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)

@@ -93,7 +93,7 @@ def platform(redis_url: str, upstream_sim: Any) -> Iterator[dict[str, Any]]:
             except openai.InternalServerError:
                 time.sleep(0.2)
         yield {"gateway": gateway, "team": team, "key": key, "client": client,
-               "sim": upstream_sim}  # fmt: skip
+               "sim": upstream_sim, "redis_url": redis_url}  # fmt: skip
     finally:
         gateway.stop()
 

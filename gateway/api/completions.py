@@ -14,6 +14,8 @@ from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
+from gateway.cache import exact
+from gateway.cache.exact import CachePlan
 from gateway.redis_clients import REDIS_FAILURES
 from gateway.usage.ledger import UsageEvent, record_usage
 from inference.client import UpstreamError, stream_completion
@@ -37,8 +39,11 @@ def upstream_api_error(exc: UpstreamError) -> ApiError:
 
 class CompletionRun:
     def __init__(self, request_id: str, chat: ChatRequest, deployment: DeploymentInfo,
-                 reservation: Reservation) -> None:  # fmt: skip
+                 reservation: Reservation, cache: CachePlan | None = None) -> None:  # fmt: skip
         self.request_id = request_id
+        self.cache = cache or CachePlan(exact.BYPASS)
+        self._text: list[str] = []  # kept only when the reply will be cached
+        self.finish_reason: str | None = None
         self.chat = chat
         self.deployment = deployment
         self.reservation = reservation
@@ -57,12 +62,11 @@ class CompletionRun:
         However the request ends (done, failed, cancelled, abandoned), closing this
         generator settles the reservation exactly once.
         """
-        stream = stream_completion(dispatcher, self.deployment.name, self.chat.upstream_body())
+        source = self._replayed() if self.cache.reply is not None else self._generated()
         try:
-            async with aclosing(stream) as upstream:
-                async for lease, chunk in upstream:
-                    self._observe(lease.worker.url, chunk)
-                    yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+            async with aclosing(source) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             self.status = "ok"
             yield END_OF_STREAM
         except Exception:
@@ -71,10 +75,30 @@ class CompletionRun:
         finally:
             await asyncio.shield(self.settle())
 
+    async def _generated(self) -> AsyncGenerator[dict[str, Any], None]:
+        stream = stream_completion(dispatcher, self.deployment.name, self.chat.upstream_body())
+        async with aclosing(stream) as upstream:
+            async for lease, chunk in upstream:
+                self._observe(lease.worker.url, chunk)
+                yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+
+    async def _replayed(self) -> AsyncGenerator[dict[str, Any], None]:
+        """A cache hit: the stored reply in the chunk shape a generation streams."""
+        assert self.cache.reply is not None
+        self.usage = exact.usage(self.cache.reply)  # what the reply is; billing is nil
+        self.ttft_s = time.monotonic() - self.started_at
+        for chunk in exact.replay_chunks(self.cache.reply, self.request_id, self.created,
+                                         self.deployment.name, include_usage=True):  # fmt: skip
+            yield chunk
+
     def _observe(self, worker_url: str, chunk: dict[str, Any]) -> None:
         self.worker_url = worker_url
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        if self.cache.store_key is not None:
+            for choice in chunk.get("choices", []):
+                self._text.append((choice.get("delta") or {}).get("content") or "")
+                self.finish_reason = choice.get("finish_reason") or self.finish_reason
         if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
             self.chunks_with_text += 1
             if self.ttft_s is None:
@@ -119,13 +143,14 @@ class CompletionRun:
             latency_ms=int((time.monotonic() - self.started_at) * 1000),
             ttft_ms=None if self.ttft_s is None else int(self.ttft_s * 1000),
             worker=self.worker_url, cost_micros=cost, created_at=time.time(),
+            cache_result=self.cache.result,
         )  # fmt: skip
 
     async def settle(self) -> None:
         if self._settled:
             return
         self._settled = True
-        prompt, completion = self.used_tokens()
+        prompt, completion = (0, 0) if self.cache.reply is not None else self.used_tokens()
         cost = self.deployment.cost_micros(prompt, completion)
         try:
             await reconcile(self.reservation, prompt + completion, cost)
@@ -139,6 +164,17 @@ class CompletionRun:
             # The log line carries the whole event, so it can still be replayed by hand.
             logger.error("request %s: usage event not queued, Redis unreachable: %s",
                          self.request_id, json.dumps(asdict(event)))  # fmt: skip
-        logger.info("request %s team %s model %s worker %s prompt %d completion %d",
+        logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
                     self.request_id, self.reservation.team_id, self.deployment.name,
-                    self.worker_url or "-", prompt, completion)  # fmt: skip
+                    self.worker_url or "-", prompt, completion, self.cache.result)  # fmt: skip
+        await self._keep_reply()
+
+    async def _keep_reply(self) -> None:
+        """Cache a complete generated reply whose real token counts the worker reported."""
+        if (self.cache.store_key is None or self.status != "ok" or self.usage is None
+                or self.finish_reason is None):  # fmt: skip
+            return
+        reply = exact.CachedReply("".join(self._text), self.finish_reason,
+                                  self.usage.get("prompt_tokens", 0),
+                                  self.usage.get("completion_tokens", 0))  # fmt: skip
+        await exact.store(self.cache.store_key, reply, self.cache.ttl_s)

@@ -16,6 +16,7 @@ class DeploymentInfo:
     price_input_per_million: Decimal
     price_output_per_million: Decimal
     created: int
+    revision: str = "1"  # part of every cache key: bumping it retires cached replies
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
@@ -45,7 +46,8 @@ class DeploymentCatalog:
 def _load() -> dict[str, DeploymentInfo]:
     return {
         d.name: DeploymentInfo(
-            d.name, d.price_input_per_million, d.price_output_per_million, int(d.pk)
+            d.name, d.price_input_per_million, d.price_output_per_million, int(d.pk),
+            f"{d.served_model_name}@{d.revision}",
         )
         for d in ModelDeployment.objects.all()
     }

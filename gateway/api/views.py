@@ -24,6 +24,7 @@ from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
 from gateway.api.completions import END_OF_STREAM, CompletionRun, upstream_api_error
 from gateway.api.deployments import catalog
 from gateway.api.errors import ApiError
+from gateway.cache import exact
 from gateway.redis_clients import RedisUnavailable
 from inference.client import UpstreamError
 
@@ -48,6 +49,13 @@ def _read_body(request: HttpRequest) -> bytes:
     return request.body
 
 
+def _cache_directives(request: HttpRequest) -> exact.CacheDirectives:
+    try:
+        return exact.CacheDirectives.from_request(request)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "invalid_request", "x-sluice-cache-ttl") from None
+
+
 def _with_headers(
     response: HttpResponseBase, request_id: str, extra: dict[str, str], model: str = "-"
 ) -> HttpResponseBase:
@@ -64,12 +72,14 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     try:
         caller = Caller.from_key(await _authenticate(request))
+        directives = _cache_directives(request)
         chat, deployment, reservation = await prepare_completion(caller, _read_body(request))
     except ApiError as error:
         return _with_headers(error.response(), request_id, {}, error.model)
     model = deployment.name
-    run = CompletionRun(request_id, chat, deployment, reservation)
-    headers = rate_limit_headers(reservation.state)
+    cache = await exact.plan(directives, caller.team_id, deployment, chat)
+    run = CompletionRun(request_id, chat, deployment, reservation, cache)
+    headers = {**rate_limit_headers(reservation.state), "x-sluice-cache": cache.result}
     chunks = run.chunks()
     try:
         first = await run.first_chunk(chunks)

@@ -1,0 +1,151 @@
+"""The exact response cache: a reply stored under a hash of everything that shapes it.
+
+The key covers the team (no cross-team hits, ever), the deployment and its revision, the
+whole message list (system prompt and every earlier turn), max_tokens and every option
+passed to the model (sampling parameters, stop, seed, response_format...). Change any of
+them and the request misses: a user who edited their context never gets the old answer.
+
+Only deterministic requests are cached (temperature 0, or a seed): a sampled reply is one
+draw among many and replaying it would change what the caller asked for.
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from gateway.api.chat_request import ChatRequest
+from gateway.api.deployments import DeploymentInfo
+from gateway.redis_clients import REDIS_FAILURES, async_cache_redis
+
+logger = logging.getLogger(__name__)
+KEY_PREFIX = "sluice:cache:exact:"
+HIT, MISS, BYPASS = "hit-exact", "miss", "bypass"
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    content: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class CacheDirectives:
+    """What the caller asked of the cache: Cache-Control no-cache (do not answer from the
+    cache), no-store (do not keep this reply), x-sluice-cache-ttl (seconds to keep it)."""
+
+    lookup: bool = True
+    store: bool = True
+    ttl_s: int | None = None
+
+    @classmethod
+    def from_request(cls, request: HttpRequest) -> "CacheDirectives":
+        control = {part.strip().lower() for part in
+                   request.headers.get("Cache-Control", "").split(",")}  # fmt: skip
+        ttl_s = None
+        raw_ttl = request.headers.get("x-sluice-cache-ttl")
+        if raw_ttl is not None:
+            if not raw_ttl.isdigit() or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S:
+                raise ValueError(f"x-sluice-cache-ttl must be whole seconds from 1 to "
+                                 f"{settings.CACHE_EXACT_MAX_TTL_S}")  # fmt: skip
+            ttl_s = int(raw_ttl)
+        return cls("no-cache" not in control, "no-store" not in control, ttl_s)
+
+
+def is_deterministic(chat: ChatRequest) -> bool:
+    return chat.options.get("temperature") == 0 or chat.options.get("seed") is not None
+
+
+def cache_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> str:
+    material = {
+        "team": team_id,
+        "deployment": deployment.name,
+        "revision": deployment.revision,
+        "messages": chat.messages,
+        "max_tokens": chat.max_tokens,
+        "options": chat.options,
+    }
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """For one request: what to tell the caller (result), the reply to replay on a hit,
+    and where to keep the generated reply on a miss (store_key None: do not keep it)."""
+
+    result: str
+    reply: CachedReply | None = None
+    store_key: str | None = None
+    ttl_s: int | None = None
+
+
+async def plan(directives: CacheDirectives, team_id: int, deployment: DeploymentInfo,
+               chat: ChatRequest) -> CachePlan:  # fmt: skip
+    if not settings.CACHE_EXACT_ENABLED or not is_deterministic(chat):
+        return CachePlan(BYPASS)
+    key = cache_key(team_id, deployment, chat)
+    store_key = key if directives.store else None
+    if not directives.lookup:
+        return CachePlan(BYPASS, None, store_key, directives.ttl_s)
+    try:
+        reply = await lookup(key)
+    except CacheUnavailable as exc:
+        logger.warning("exact cache bypassed, cache Redis failed: %s", exc)
+        return CachePlan(BYPASS)
+    if reply is None:
+        return CachePlan(MISS, None, store_key, directives.ttl_s)
+    return CachePlan(HIT, reply)
+
+
+class CacheUnavailable(Exception):
+    """The cache's Redis failed: the request goes to the model and says `bypass`."""
+
+
+async def lookup(key: str) -> CachedReply | None:
+    try:
+        raw = await async_cache_redis().get(key)
+    except REDIS_FAILURES as exc:
+        raise CacheUnavailable(str(exc)) from exc
+    return None if raw is None else CachedReply(**json.loads(raw))
+
+
+async def store(key: str, reply: CachedReply, ttl_s: int | None) -> bool:
+    """Keep a complete reply; False when it is too large or the cache is down (logged)."""
+    encoded = json.dumps(asdict(reply))
+    if len(encoded) > settings.CACHE_EXACT_MAX_ENTRY_BYTES:
+        return False
+    try:
+        await async_cache_redis().set(key, encoded, ex=ttl_s or settings.CACHE_EXACT_TTL_S)
+    except REDIS_FAILURES as exc:
+        logger.warning("exact cache: reply not stored, cache Redis failed: %s", exc)
+        return False
+    return True
+
+
+def replay_chunks(reply: CachedReply, request_id: str, created: int, model: str,
+                  include_usage: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """The stored reply as the chunks a generation would have streamed."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": request_id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [{"index": 0, "delta": delta,
+                                             "finish_reason": finish}]}  # fmt: skip
+
+    chunks = [chunk({"role": "assistant", "content": ""}), chunk({"content": reply.content}),
+              chunk({}, reply.finish_reason)]  # fmt: skip
+    if include_usage:
+        chunks.append({"id": request_id, "object": "chat.completion.chunk", "created": created,
+                       "model": model, "choices": [], "usage": usage(reply)})  # fmt: skip
+    return chunks
+
+
+def usage(reply: CachedReply) -> dict[str, int]:
+    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens}  # fmt: skip

@@ -1,0 +1,125 @@
+"""The exact response cache through a live gateway, with the official openai client."""
+
+import time
+from typing import Any
+
+import openai
+import pytest
+import redis
+
+from gateway.accounts import actions
+from gateway.embedded_redis import free_port
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
+from inference import fleet
+from tests.live import LiveGateway
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SYSTEM = {"role": "system", "content": "Answer briefly."}
+QUESTION = {"role": "user", "content": "What is the capital of France?"}
+
+
+def ask(client: openai.OpenAI, messages: list[Any] | None = None, **options: Any
+        ) -> tuple[str, str]:  # fmt: skip
+    """The reply text and the x-sluice-cache header."""
+    options = {"temperature": 0, "max_tokens": 5, **options}
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=messages or [SYSTEM, QUESTION], **options)
+    reply = raw.parse()
+    return reply.choices[0].message.content or "", raw.headers["x-sluice-cache"]
+
+
+def generations(platform: dict[str, Any]) -> float:
+    return float(platform["sim"].metric("vllm:request_success_total"))
+
+
+def test_a_repeated_deterministic_request_is_answered_without_the_worker(platform):
+    client = platform["client"]
+    first, first_state = ask(client)
+    before = generations(platform)
+    second, second_state = ask(client)
+    assert (first_state, second_state) == ("miss", "hit-exact")
+    assert second == first
+    assert generations(platform) == before  # no GPU work for the hit
+
+    stream = client.chat.completions.create(model="small-model", messages=[SYSTEM, QUESTION],
+                                            temperature=0, max_tokens=5, stream=True,
+                                            stream_options={"include_usage": True})  # fmt: skip
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == first
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    assert generations(platform) == before
+
+    ingest("test-consumer")
+    hits = UsageRecord.objects.filter(cache_result="hit-exact")
+    assert hits.count() == 2
+    assert {(r.prompt_tokens, r.completion_tokens, r.cost_micros) for r in hits} == {(0, 0, 0)}
+
+
+def test_another_team_never_gets_a_cached_reply(platform):
+    ask(platform["client"])
+    other = actions.issue_api_key(actions.create_team("Other")).plaintext
+    client = openai.OpenAI(base_url=platform["client"].base_url, api_key=other, max_retries=0)
+    assert ask(client)[1] == "miss"
+
+
+@pytest.mark.parametrize(
+    ("messages", "options"),
+    [
+        ([{"role": "system", "content": "Answer at length."}, QUESTION], {}),
+        ([SYSTEM, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+          QUESTION], {}),
+        (None, {"max_tokens": 4}),
+        (None, {"seed": 7}),
+        (None, {"top_p": 0.5}),
+        (None, {"stop": ["\n"]}),
+    ],
+    ids=["system-prompt", "earlier-turns", "max-tokens", "seed", "top-p", "stop"],
+)  # fmt: skip
+def test_any_change_to_the_context_or_sampling_misses(platform, messages, options):
+    assert ask(platform["client"])[1] == "miss"
+    assert ask(platform["client"], messages, **options)[1] == "miss"
+
+
+def test_sampled_requests_bypass_the_cache(platform):
+    client = platform["client"]
+    assert ask(client, temperature=0.7)[1] == "bypass"
+    assert ask(client, temperature=0.7)[1] == "bypass"
+
+
+def test_cache_control_and_ttl_headers(platform):
+    client = platform["client"]
+    assert ask(client, extra_headers={"Cache-Control": "no-store"})[1] == "miss"
+    assert ask(client, extra_headers={"Cache-Control": "no-cache"})[1] == "bypass"  # stores
+    assert ask(client)[1] == "hit-exact"
+    assert ask(client, extra_headers={"Cache-Control": "no-cache"})[1] == "bypass"
+
+    assert ask(client, max_tokens=3, extra_headers={"x-sluice-cache-ttl": "40"})[1] == "miss"
+    cache = redis.Redis.from_url(platform["redis_url"])
+    ttls = [cache.ttl(key) for key in cache.scan_iter("sluice:cache:exact:*")]
+    assert any(30 < ttl <= 40 for ttl in ttls)
+    with pytest.raises(openai.BadRequestError) as bad:
+        ask(client, extra_headers={"x-sluice-cache-ttl": "soon"})
+    assert bad.value.body["param"] == "x-sluice-cache-ttl"  # type: ignore[index]
+
+
+def test_a_dead_cache_sends_requests_to_the_model_and_says_bypass(redis_url, upstream_sim):
+    team = actions.create_team("Acme")
+    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
+    fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
+    gateway = LiveGateway(redis_url, CACHE_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+        deadline = time.monotonic() + 10
+        while True:  # until the scraper has published the worker
+            try:
+                text, state = ask(client)
+                break
+            except openai.InternalServerError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert state == "bypass" and text
+        assert ask(client)[1] == "bypass"
+    finally:
+        gateway.stop()
