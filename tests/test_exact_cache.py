@@ -1,5 +1,6 @@
 """The exact response cache through a live gateway, with the official openai client."""
 
+import http.client
 import time
 from typing import Any
 
@@ -54,6 +55,19 @@ def test_a_repeated_deterministic_request_is_answered_without_the_worker(platfor
     hits = UsageRecord.objects.filter(cache_result="hit-exact")
     assert hits.count() == 2
     assert {(r.prompt_tokens, r.completion_tokens, r.cost_micros) for r in hits} == {(0, 0, 0)}
+
+    metrics = metric_lines(platform)
+    assert metrics['sluice_cache_results_total{model="small-model",result="hit-exact"}'] == 2
+    assert metrics['sluice_cache_results_total{model="small-model",result="miss"}'] == 1
+    assert metrics['sluice_cache_tokens_saved_total{model="small-model"}'] > 0
+
+
+def metric_lines(platform: dict[str, Any]) -> dict[str, float]:
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    return {name: float(value) for name, _, value in
+            (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))}
 
 
 def test_another_team_never_gets_a_cached_reply(platform):

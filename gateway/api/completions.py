@@ -152,6 +152,7 @@ class CompletionRun:
         self._settled = True
         prompt, completion = (0, 0) if self.cache.reply is not None else self.used_tokens()
         cost = self.deployment.cost_micros(prompt, completion)
+        self._count_cache_outcome()
         try:
             await reconcile(self.reservation, prompt + completion, cost)
         except AdmissionUnavailable:
@@ -168,6 +169,16 @@ class CompletionRun:
                     self.request_id, self.reservation.team_id, self.deployment.name,
                     self.worker_url or "-", prompt, completion, self.cache.result)  # fmt: skip
         await self._keep_reply()
+
+    def _count_cache_outcome(self) -> None:
+        model = self.deployment.name
+        instruments.cache_results.labels(model, self.cache.result).inc()
+        reply = self.cache.reply
+        if reply is not None:
+            instruments.cache_tokens_saved.labels(model).inc(
+                reply.prompt_tokens + reply.completion_tokens)
+            instruments.cache_cost_saved.labels(model).inc(
+                self.deployment.cost_micros(reply.prompt_tokens, reply.completion_tokens))
 
     async def _keep_reply(self) -> None:
         """Cache a complete generated reply whose real token counts the worker reported."""

@@ -15,3 +15,10 @@ tokens = Counter("sluice_tokens", "Tokens settled, by model and kind (prompt, co
                  ["model", "kind"], registry=registry)  # fmt: skip
 quota_rejections = Counter("sluice_quota_rejections", "Requests refused by a quota",
                            ["limit"], registry=registry)  # fmt: skip
+cache_results = Counter("sluice_cache_results", "Chat completions by cache outcome "
+                        "(hit-exact, miss, bypass)", ["model", "result"],
+                        registry=registry)  # fmt: skip
+cache_tokens_saved = Counter("sluice_cache_tokens_saved", "Tokens answered from the cache "
+                             "instead of a worker", ["model"], registry=registry)  # fmt: skip
+cache_cost_saved = Counter("sluice_cache_cost_saved_micros", "What the cached replies would "
+                           "have cost, in micro-dollars", ["model"], registry=registry)  # fmt: skip
