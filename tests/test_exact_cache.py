@@ -1,6 +1,7 @@
 """The exact response cache through a live gateway, with the official openai client."""
 
 import http.client
+import json
 import time
 from typing import Any
 
@@ -137,3 +138,32 @@ def test_a_dead_cache_sends_requests_to_the_model_and_says_bypass(redis_url, ups
         assert ask(client)[1] == "bypass"
     finally:
         gateway.stop()
+
+
+def report(platform: dict[str, Any], api_key: str, body: object) -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
+    connection.request("POST", "/v1/cache/false-hits", body=json.dumps(body),
+                       headers={"Authorization": f"Bearer {api_key}",
+                                "Content-Type": "application/json"})  # fmt: skip
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform):
+    client = platform["client"]
+    ask(client)
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=[SYSTEM, QUESTION], temperature=0, max_tokens=5)
+    assert raw.headers["x-sluice-cache"] == "hit-exact"
+    request_id = raw.parse().id
+
+    stranger = actions.issue_api_key(actions.create_team("Other")).plaintext
+    assert report(platform, stranger, {"request_id": request_id})[0] == 404
+    assert ask(client)[1] == "hit-exact"  # a stranger's report changed nothing
+
+    status, body = report(platform, platform["key"], {"request_id": request_id})
+    assert (status, body) == (200, {"request_id": request_id, "removed": True})
+    assert ask(client)[1] == "miss"  # the next identical request goes to the model
+    assert report(platform, platform["key"], {"request_id": request_id})[0] == 404
+    assert report(platform, platform["key"], {"id": 1})[0] == 400
+    assert metric_lines(platform)["sluice_cache_false_hits_total"] == 1

@@ -168,6 +168,9 @@ class CompletionRun:
         logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
                     self.request_id, self.reservation.team_id, self.deployment.name,
                     self.worker_url or "-", prompt, completion, self.cache.result)  # fmt: skip
+        if self.cache.hit_key is not None:
+            await exact.remember_served(self.request_id, self.reservation.team_id,
+                                        self.cache.hit_key)  # fmt: skip
         await self._keep_reply()
 
     def _count_cache_outcome(self) -> None:
@@ -188,4 +191,6 @@ class CompletionRun:
         reply = exact.CachedReply("".join(self._text), self.finish_reason,
                                   self.usage.get("prompt_tokens", 0),
                                   self.usage.get("completion_tokens", 0))  # fmt: skip
-        await exact.store(self.cache.store_key, reply, self.cache.ttl_s)
+        if await exact.store(self.cache.store_key, reply, self.cache.ttl_s):
+            await exact.remember_served(self.request_id, self.reservation.team_id,
+                                        self.cache.store_key)  # fmt: skip

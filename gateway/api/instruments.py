@@ -22,3 +22,6 @@ cache_tokens_saved = Counter("sluice_cache_tokens_saved", "Tokens answered from 
                              "instead of a worker", ["model"], registry=registry)  # fmt: skip
 cache_cost_saved = Counter("sluice_cache_cost_saved_micros", "What the cached replies would "
                            "have cost, in micro-dollars", ["model"], registry=registry)  # fmt: skip
+cache_false_hits = Counter("sluice_cache_false_hits", "Cached replies reported wrong by "
+                           "their caller (each report removes the entry)",
+                           registry=registry)  # fmt: skip

@@ -148,6 +148,33 @@ async def _collect(run: CompletionRun, first: dict[str, Any],
     }  # fmt: skip
 
 
+@csrf_exempt
+@require_POST
+async def report_false_hit(request: HttpRequest) -> HttpResponse:
+    """POST {"request_id": "chatcmpl-..."}: the cached reply to that request was wrong;
+    remove it so the next identical request goes to the model."""
+    try:
+        key = await _authenticate(request)
+        body = json.loads(_read_body(request) or b"null")
+        request_id = body.get("request_id") if isinstance(body, dict) else None
+        if not isinstance(request_id, str) or not request_id.startswith("chatcmpl-"):
+            raise ApiError(400, "Send {\"request_id\": \"chatcmpl-...\"}.", "invalid_request",
+                           "request_id")  # fmt: skip
+        removed = await exact.report_false_hit(request_id, key.team_id)
+    except ApiError as error:
+        return error.response()
+    except (ValueError, UnicodeDecodeError):
+        return ApiError(400, "The body is not valid JSON.", "invalid_request").response()
+    except exact.CacheUnavailable:
+        return ApiError(503, "The cache is unreachable; try again shortly.",
+                        "service_unavailable").response()  # fmt: skip
+    if not removed:
+        return ApiError(404, f"No cached reply of yours answered '{request_id}'.",
+                        "not_found", "request_id").response()  # fmt: skip
+    instruments.cache_false_hits.inc()
+    return JsonResponse({"request_id": request_id, "removed": True})
+
+
 @require_GET
 async def models(request: HttpRequest) -> HttpResponse:
     try:

@@ -24,6 +24,8 @@ from gateway.redis_clients import REDIS_FAILURES, async_cache_redis
 
 logger = logging.getLogger(__name__)
 KEY_PREFIX = "sluice:cache:exact:"
+SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
+SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
 HIT, MISS, BYPASS = "hit-exact", "miss", "bypass"
 
 
@@ -84,6 +86,7 @@ class CachePlan:
     reply: CachedReply | None = None
     store_key: str | None = None
     ttl_s: int | None = None
+    hit_key: str | None = None
 
 
 async def plan(directives: CacheDirectives, team_id: int, deployment: DeploymentInfo,
@@ -101,7 +104,7 @@ async def plan(directives: CacheDirectives, team_id: int, deployment: Deployment
         return CachePlan(BYPASS)
     if reply is None:
         return CachePlan(MISS, None, store_key, directives.ttl_s)
-    return CachePlan(HIT, reply)
+    return CachePlan(HIT, reply, hit_key=key)
 
 
 class CacheUnavailable(Exception):
@@ -126,6 +129,31 @@ async def store(key: str, reply: CachedReply, ttl_s: int | None) -> bool:
     except REDIS_FAILURES as exc:
         logger.warning("exact cache: reply not stored, cache Redis failed: %s", exc)
         return False
+    return True
+
+
+async def remember_served(request_id: str, team_id: int, key: str) -> None:
+    """Note which entry answered a request, so its caller can report it as wrong."""
+    record = json.dumps({"team": team_id, "key": key})
+    try:
+        await async_cache_redis().set(SERVED_PREFIX + request_id, record, ex=SERVED_TTL_S)
+    except REDIS_FAILURES as exc:
+        logger.warning("exact cache: served entry of %s not noted: %s", request_id, exc)
+
+
+async def report_false_hit(request_id: str, team_id: int) -> bool:
+    """Remove the entry that answered this team's request; False if there is none (or it
+    answered another team: no way to probe other teams' requests)."""
+    client = async_cache_redis()
+    try:
+        raw = await client.get(SERVED_PREFIX + request_id)
+        if raw is None or json.loads(raw)["team"] != team_id:
+            return False
+        await client.delete(json.loads(raw)["key"], SERVED_PREFIX + request_id)
+    except REDIS_FAILURES as exc:
+        raise CacheUnavailable(str(exc)) from exc
+    logger.info("exact cache: team %s reported %s as a false hit; entry removed", team_id,
+                request_id)  # fmt: skip
     return True
 
 
