@@ -154,13 +154,14 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
     """POST {"request_id": "chatcmpl-..."}: the cached reply to that request was wrong;
     remove it so the next identical request goes to the model."""
     try:
-        key = await _authenticate(request)
+        caller_key = await _authenticate(request)
         body = json.loads(_read_body(request) or b"null")
         request_id = body.get("request_id") if isinstance(body, dict) else None
-        if not isinstance(request_id, str) or not request_id.startswith("chatcmpl-"):
+        if not (isinstance(request_id, str) and request_id.startswith("chatcmpl-")
+                and len(request_id) <= 64):  # fmt: skip
             raise ApiError(400, "Send {\"request_id\": \"chatcmpl-...\"}.", "invalid_request",
                            "request_id")  # fmt: skip
-        removed = await exact.report_false_hit(request_id, key.team_id)
+        removed = await exact.report_false_hit(request_id, caller_key.team_id)
     except ApiError as error:
         return error.response()
     except (ValueError, UnicodeDecodeError):
