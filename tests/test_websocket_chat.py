@@ -51,6 +51,14 @@ async def connected(api_key: str | None) -> WebsocketCommunicator:
     return socket
 
 
+async def worker_idle_within(sim, seconds: float) -> None:
+    """The worker has no request running within `seconds` (the generation was aborted)."""
+    deadline = time.monotonic() + seconds
+    while sim.metric("vllm:num_requests_running") != 0:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
 def test_a_key_client_streams_deltas_then_done_with_usage(api_key):
     async def scenario():
         socket = await connected(api_key)
@@ -78,10 +86,7 @@ def test_stop_cancels_the_generation_on_the_worker(api_key, sim):
         event = await socket.receive_json_from(timeout=10)
         while event["type"] == "delta":
             event = await socket.receive_json_from(timeout=10)
-        stopped_at = time.monotonic()
-        while sim.metric("vllm:num_requests_running") != 0:
-            assert time.monotonic() - stopped_at < 1.0
-            await asyncio.sleep(0.05)
+        await worker_idle_within(sim, 1.0)
         await socket.disconnect()
         await close_http_session()
         return event
@@ -99,9 +104,7 @@ def test_closing_the_socket_mid_reply_cancels_the_worker_and_bills_what_was_sent
             assert (await socket.receive_json_from(timeout=10))["type"] == "delta"
         await socket.disconnect()  # no stop message: the browser tab was closed
         closed_at = time.monotonic()
-        while sim.metric("vllm:num_requests_running") != 0:
-            assert time.monotonic() - closed_at < 1.0
-            await asyncio.sleep(0.05)
+        await worker_idle_within(sim, 1.0)
         while await async_redis().xlen(STREAM) == 0:  # settled: its usage event is queued
             assert time.monotonic() - closed_at < 2.0
             await asyncio.sleep(0.05)

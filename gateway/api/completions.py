@@ -191,6 +191,5 @@ class CompletionRun:
         reply = exact.CachedReply("".join(self._text), self.finish_reason,
                                   self.usage.get("prompt_tokens", 0),
                                   self.usage.get("completion_tokens", 0))  # fmt: skip
-        if await exact.store(self.cache.store_key, reply, self.cache.ttl_s):
-            await exact.remember_served(self.request_id, self.reservation.team_id,
-                                        self.cache.store_key)  # fmt: skip
+        await exact.store(self.cache.store_key, reply, self.cache.ttl_s, self.request_id,
+                          self.reservation.team_id)  # fmt: skip

@@ -119,26 +119,33 @@ async def lookup(key: str) -> CachedReply | None:
     return None if raw is None else CachedReply(**json.loads(raw))
 
 
-async def store(key: str, reply: CachedReply, ttl_s: int | None) -> bool:
-    """Keep a complete reply; False when it is too large or the cache is down (logged)."""
+async def store(key: str, reply: CachedReply, ttl_s: int | None, request_id: str,
+                team_id: int) -> None:  # fmt: skip
+    """Keep a complete reply, and note that it answered request_id (one round trip)."""
     encoded = json.dumps(asdict(reply))
     if len(encoded) > settings.CACHE_EXACT_MAX_ENTRY_BYTES:
-        return False
+        return
+    pipe = async_cache_redis().pipeline(transaction=False)
+    pipe.set(key, encoded, ex=ttl_s or settings.CACHE_EXACT_TTL_S)
+    pipe.set(SERVED_PREFIX + request_id, _served_record(team_id, key), ex=SERVED_TTL_S)
     try:
-        await async_cache_redis().set(key, encoded, ex=ttl_s or settings.CACHE_EXACT_TTL_S)
+        await pipe.execute()
     except REDIS_FAILURES as exc:
-        logger.warning("exact cache: reply not stored, cache Redis failed: %s", exc)
-        return False
-    return True
+        logger.warning("exact cache: reply of %s not stored, cache Redis failed: %s",
+                       request_id, exc)  # fmt: skip
 
 
 async def remember_served(request_id: str, team_id: int, key: str) -> None:
     """Note which entry answered a request, so its caller can report it as wrong."""
-    record = json.dumps({"team": team_id, "key": key})
     try:
-        await async_cache_redis().set(SERVED_PREFIX + request_id, record, ex=SERVED_TTL_S)
+        await async_cache_redis().set(SERVED_PREFIX + request_id, _served_record(team_id, key),
+                                      ex=SERVED_TTL_S)  # fmt: skip
     except REDIS_FAILURES as exc:
         logger.warning("exact cache: served entry of %s not noted: %s", request_id, exc)
+
+
+def _served_record(team_id: int, key: str) -> str:
+    return json.dumps({"team": team_id, "key": key})
 
 
 async def report_false_hit(request_id: str, team_id: int) -> bool:

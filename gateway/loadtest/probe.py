@@ -24,7 +24,6 @@ class Outcome:
     """What one request did. error is None on success, else its kind: http_<status>,
     timeout, connect or broken_stream."""
 
-    started_s: float
     latency_s: float
     ttft_s: float | None
     output_tokens: int
@@ -78,11 +77,11 @@ async def send(
     payload = {**body, "model": endpoint.model or body.get("model"), "stream": stream}
     if stream:
         payload["stream_options"] = {"include_usage": True}
-    started_wall, started = time.time(), time.perf_counter()
+    started = time.perf_counter()
 
     def outcome(ttft: float | None, tokens: int, error: str | None = None,
                 cache: str | None = None) -> Outcome:  # fmt: skip
-        return Outcome(started_wall, time.perf_counter() - started, ttft, tokens, error, cache)
+        return Outcome(time.perf_counter() - started, ttft, tokens, error, cache)
 
     try:
         async with session.post(f"{endpoint.url}/chat/completions", json=payload,
