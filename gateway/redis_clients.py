@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 _sync_client: redis.Redis | None = None
+_sync_cache_client: redis.Redis | None = None
 _sync_lock = threading.Lock()
 _async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]" = (
     weakref.WeakKeyDictionary()
@@ -63,6 +64,17 @@ def sync_redis() -> redis.Redis:
     return _sync_client
 
 
+def sync_cache_redis() -> redis.Redis:
+    """The caches' Redis for sync code (management API, admin pages)."""
+    global _sync_cache_client
+    if _sync_cache_client is None:
+        with _sync_lock:
+            if _sync_cache_client is None:
+                _sync_cache_client = redis.Redis.from_url(
+                    settings.CACHE_REDIS_URL or redis_url(), **_client_options())
+    return _sync_cache_client
+
+
 def _async_client(url: str, registry: "weakref.WeakKeyDictionary[Any, aioredis.Redis]"
                   ) -> aioredis.Redis:  # fmt: skip
     loop = asyncio.get_running_loop()
@@ -93,8 +105,8 @@ def async_cache_redis() -> aioredis.Redis:
 
 def reset_clients() -> None:
     """Forget cached clients, so a changed REDIS_URL takes effect (tests, forked workers)."""
-    global _sync_client
+    global _sync_client, _sync_cache_client
     with _sync_lock:
-        _sync_client = None
+        _sync_client = _sync_cache_client = None
     _async_clients.clear()
     _async_cache_clients.clear()

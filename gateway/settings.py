@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "channels",
     "gateway.accounts",
     "gateway.usage",
+    "gateway.cache",
     "gateway.chat",
     "gateway.loadtest",
     "inference",
@@ -100,6 +101,18 @@ CACHE_EXACT_ENABLED = env_bool("CACHE_EXACT_ENABLED", True)
 CACHE_EXACT_TTL_S = env_int("CACHE_EXACT_TTL_S", 3600, minimum=1)
 CACHE_EXACT_MAX_TTL_S = env_int("CACHE_EXACT_MAX_TTL_S", 7 * 24 * 3600, minimum=1)
 CACHE_EXACT_MAX_ENTRY_BYTES = env_int("CACHE_EXACT_MAX_ENTRY_BYTES", 256 * 1024, minimum=1)
+# The semantic cache (gateway/cache/semantic.py). These and the above are the defaults a
+# CachePolicy row (admin: per team, or global) overrides.
+CACHE_SEMANTIC_ENABLED = env_bool("CACHE_SEMANTIC_ENABLED", True)
+CACHE_SEMANTIC_TTL_S = env_int("CACHE_SEMANTIC_TTL_S", 3600, minimum=1)
+CACHE_SEMANTIC_THRESHOLD = env_float("CACHE_SEMANTIC_THRESHOLD", 0.92)
+# Per cache kind and team; past it, GreedyDual-Size-Frequency eviction (cache/eviction.py).
+CACHE_MEMORY_BUDGET_BYTES = env_int("CACHE_MEMORY_BUDGET_BYTES", 64 * 1024 * 1024, minimum=1024)
+# Identical deterministic requests arriving while one generates share its stream.
+CACHE_COALESCE_ENABLED = env_bool("CACHE_COALESCE_ENABLED", True)
+# all-MiniLM-L6-v2 exported to ONNX by `make worker` (inference/prepare_embedder.py).
+EMBEDDING_MODEL_DIR = Path(env_str("EMBEDDING_MODEL_DIR",
+                                   str(BASE_DIR / "var" / "models" / "all-minilm-l6-v2-onnx")))
 # Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
 REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)

@@ -71,13 +71,20 @@ def upstream_sim():
 def platform(redis_url: str, upstream_sim: Any) -> Iterator[dict[str, Any]]:
     """A live gateway with team Acme, a key, `small-model` on a simulator worker and
     `model-without-workers`; ready once the scraper has published the worker."""
+    yield from live_platform(redis_url, upstream_sim)
+
+
+def live_platform(redis_url: str, upstream_sim: Any, requests_per_minute: int = 100,
+                  max_in_flight_per_worker: int = 8) -> Iterator[dict[str, Any]]:  # fmt: skip
     from gateway.accounts import actions
     from inference import fleet
     from tests.live import LiveGateway
 
-    team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
-    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream",
-                                         max_in_flight_per_worker=8)  # fmt: skip
+    team = actions.create_team("Acme", requests_per_minute=requests_per_minute,
+                               tokens_per_minute=100_000)  # fmt: skip
+    deployment = fleet.ensure_deployment(
+        "small-model", served_model_name="sim-upstream",
+        max_in_flight_per_worker=max_in_flight_per_worker)  # fmt: skip
     fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
     fleet.ensure_deployment("model-without-workers")
     gateway = LiveGateway(redis_url)

@@ -48,3 +48,41 @@ def test_a_failing_batch_fails_every_caller_in_it():
 def test_bad_sizes_are_refused():
     with pytest.raises(ValueError):
         MicroBatcher(lambda items: asyncio.sleep(0, items), max_batch_size=0)
+
+
+def test_with_max_in_flight_a_busy_batcher_gathers_arrivals_into_the_next_batch():
+    sizes: list[int] = []
+    running = 0
+    most_running = 0
+
+    async def slow_double(items: list[int]) -> list[int]:
+        nonlocal running, most_running
+        sizes.append(len(items))
+        running += 1
+        most_running = max(most_running, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return [i * 2 for i in items]
+
+    async def scenario():
+        batcher = MicroBatcher(slow_double, max_batch_size=32, max_wait_ms=0, max_in_flight=1)
+        first = asyncio.ensure_future(batcher.submit(0))
+        await asyncio.sleep(0.005)  # the lone first item is already running
+        rest = [asyncio.ensure_future(batcher.submit(i)) for i in range(1, 11)]
+        return await asyncio.gather(first, *rest)
+
+    assert asyncio.run(scenario()) == [i * 2 for i in range(11)]
+    assert sizes == [1, 10]
+    assert most_running == 1
+
+
+def test_an_idle_batcher_with_no_wait_runs_a_lone_item_at_once():
+    async def scenario():
+        batcher: MicroBatcher[str, str] = MicroBatcher(
+            lambda items: asyncio.sleep(0, items), max_wait_ms=0, max_in_flight=1
+        )
+        started = time.monotonic()
+        await batcher.submit("x")
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) < 0.005

@@ -9,13 +9,16 @@ from contextlib import aclosing
 from dataclasses import asdict
 from typing import Any
 
+from django.conf import settings
+
 from gateway.accounts.quotas import AdmissionUnavailable, Reservation, reconcile
 from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
-from gateway.cache import exact
-from gateway.cache.exact import CachePlan
+from gateway.cache import exact, planner, stats
+from gateway.cache.coalesce import Coalescer, Item
+from gateway.cache.planner import CachePlan
 from gateway.redis_clients import REDIS_FAILURES
 from gateway.usage.ledger import UsageEvent, record_usage
 from inference.client import UpstreamError, stream_completion
@@ -23,6 +26,7 @@ from inference.dispatch import Dispatcher, NoHealthyWorker, QueueTimeout
 
 logger = logging.getLogger(__name__)
 dispatcher = Dispatcher()
+coalescer = Coalescer()
 # Yielded once the worker has finished, before settling: a client can be told the reply is
 # complete without waiting for the quota and ledger round trips.
 END_OF_STREAM: dict[str, Any] = {}
@@ -42,6 +46,7 @@ class CompletionRun:
                  reservation: Reservation, cache: CachePlan | None = None) -> None:  # fmt: skip
         self.request_id = request_id
         self.cache = cache or CachePlan(exact.BYPASS)
+        self.coalesced = False  # read another identical request's generation
         self._text: list[str] = []  # kept only when the reply will be cached
         self.finish_reason: str | None = None
         self.chat = chat
@@ -76,11 +81,23 @@ class CompletionRun:
             await asyncio.shield(self.settle())
 
     async def _generated(self) -> AsyncGenerator[dict[str, Any], None]:
+        source = self._upstream()
+        if settings.CACHE_COALESCE_ENABLED and self.cache.result == exact.MISS and self.cache.key:
+            shared, leader = coalescer.join(self.cache.key, lambda: source)
+            if not leader:
+                await source.aclose()  # never started: nothing reached the worker
+                self.coalesced = True
+            source = shared.read()
+        async with aclosing(source) as upstream:
+            async for worker_url, chunk in upstream:
+                self._observe(worker_url, chunk)
+                yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+
+    async def _upstream(self) -> AsyncGenerator[Item, None]:
         stream = stream_completion(dispatcher, self.deployment.name, self.chat.upstream_body())
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
-                self._observe(lease.worker.url, chunk)
-                yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+                yield lease.worker.url, chunk
 
     async def _replayed(self) -> AsyncGenerator[dict[str, Any], None]:
         """A cache hit: the stored reply in the chunk shape a generation streams."""
@@ -95,7 +112,7 @@ class CompletionRun:
         self.worker_url = worker_url
         if chunk.get("usage"):
             self.usage = chunk["usage"]
-        if self.cache.store_key is not None:
+        if self.cache.key is not None and not self.coalesced:
             for choice in chunk.get("choices", []):
                 self._text.append((choice.get("delta") or {}).get("content") or "")
                 self.finish_reason = choice.get("finish_reason") or self.finish_reason
@@ -143,16 +160,26 @@ class CompletionRun:
             latency_ms=int((time.monotonic() - self.started_at) * 1000),
             ttft_ms=None if self.ttft_s is None else int(self.ttft_s * 1000),
             worker=self.worker_url, cost_micros=cost, created_at=time.time(),
-            cache_result=self.cache.result,
+            cache_result=self.cache_result,
         )  # fmt: skip
+
+    @property
+    def cache_result(self) -> str:
+        """For the usage record and counters: a coalesced request is marked as such."""
+        return "coalesced" if self.coalesced else self.cache.result
+
+    @property
+    def served_without_generating(self) -> bool:
+        return self.cache.reply is not None or self.coalesced
 
     async def settle(self) -> None:
         if self._settled:
             return
         self._settled = True
-        prompt, completion = (0, 0) if self.cache.reply is not None else self.used_tokens()
+        # Cache hits and coalesced requests made the GPU do nothing: they bill nothing.
+        prompt, completion = (0, 0) if self.served_without_generating else self.used_tokens()
         cost = self.deployment.cost_micros(prompt, completion)
-        self._count_cache_outcome()
+        await self._count_cache_outcome()
         try:
             await reconcile(self.reservation, prompt + completion, cost)
         except AdmissionUnavailable:
@@ -167,29 +194,29 @@ class CompletionRun:
                          self.request_id, json.dumps(asdict(event)))  # fmt: skip
         logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
                     self.request_id, self.reservation.team_id, self.deployment.name,
-                    self.worker_url or "-", prompt, completion, self.cache.result)  # fmt: skip
-        if self.cache.hit_key is not None:
-            await exact.remember_served(self.request_id, self.reservation.team_id,
-                                        self.cache.hit_key)  # fmt: skip
+                    self.worker_url or "-", prompt, completion, self.cache_result)  # fmt: skip
+        await planner.note_hit(self.cache, self.request_id, self.reservation.team_id)
         await self._keep_reply()
 
-    def _count_cache_outcome(self) -> None:
-        model = self.deployment.name
-        instruments.cache_results.labels(model, self.cache.result).inc()
-        reply = self.cache.reply
-        if reply is not None:
-            instruments.cache_tokens_saved.labels(model).inc(
-                reply.prompt_tokens + reply.completion_tokens)
-            instruments.cache_cost_saved.labels(model).inc(
-                self.deployment.cost_micros(reply.prompt_tokens, reply.completion_tokens))
+    async def _count_cache_outcome(self) -> None:
+        model, result = self.deployment.name, self.cache_result
+        instruments.cache_results.labels(model, result).inc()
+        saved = saved_cost = 0
+        if self.served_without_generating:
+            prompt, completion = self.used_tokens()
+            saved, saved_cost = prompt + completion, self.deployment.cost_micros(prompt, completion)
+            instruments.cache_tokens_saved.labels(model).inc(saved)
+            instruments.cache_cost_saved.labels(model).inc(saved_cost)
+        if result != exact.BYPASS or self.cache.key is not None:
+            await stats.count(self.reservation.team_id, result, saved, saved_cost)
 
     async def _keep_reply(self) -> None:
         """Cache a complete generated reply whose real token counts the worker reported."""
-        if (self.cache.store_key is None or self.status != "ok" or self.usage is None
-                or self.finish_reason is None):  # fmt: skip
+        if (self.cache.key is None or self.coalesced or self.status != "ok"
+                or self.usage is None or self.finish_reason is None):  # fmt: skip
             return
-        reply = exact.CachedReply("".join(self._text), self.finish_reason,
-                                  self.usage.get("prompt_tokens", 0),
-                                  self.usage.get("completion_tokens", 0))  # fmt: skip
-        await exact.store(self.cache.store_key, reply, self.cache.ttl_s, self.request_id,
-                          self.reservation.team_id)  # fmt: skip
+        prompt, completion = self.usage.get("prompt_tokens", 0), self.usage.get(
+            "completion_tokens", 0)
+        reply = exact.CachedReply("".join(self._text), self.finish_reason, prompt, completion)
+        await planner.keep(self.cache, reply, self.deployment.cost_micros(prompt, completion),
+                           self.request_id, self.reservation.team_id)  # fmt: skip

@@ -16,7 +16,7 @@ tokens = Counter("sluice_tokens", "Tokens settled, by model and kind (prompt, co
 quota_rejections = Counter("sluice_quota_rejections", "Requests refused by a quota",
                            ["limit"], registry=registry)  # fmt: skip
 cache_results = Counter("sluice_cache_results", "Chat completions by cache outcome "
-                        "(hit-exact, miss, bypass)", ["model", "result"],
+                        "(hit-exact, hit-semantic, coalesced, miss, bypass)", ["model", "result"],
                         registry=registry)  # fmt: skip
 cache_tokens_saved = Counter("sluice_cache_tokens_saved", "Tokens answered from the cache "
                              "instead of a worker", ["model"], registry=registry)  # fmt: skip
@@ -25,3 +25,9 @@ cache_cost_saved = Counter("sluice_cache_cost_saved_micros", "What the cached re
 cache_false_hits = Counter("sluice_cache_false_hits", "Cached replies reported wrong by "
                            "their caller (each report removes the entry)",
                            registry=registry)  # fmt: skip
+semantic_rejections = Counter("sluice_cache_semantic_rejections", "Semantic candidates above "
+                              "the threshold that verification turned down, by reason",
+                              ["reason"], registry=registry)  # fmt: skip
+semantic_lookup = Histogram("sluice_cache_semantic_lookup_seconds", "Embed, search and verify",
+                            buckets=(0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05,
+                                     0.1, 0.25), registry=registry)  # fmt: skip

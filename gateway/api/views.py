@@ -24,7 +24,7 @@ from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
 from gateway.api.completions import END_OF_STREAM, CompletionRun, upstream_api_error
 from gateway.api.deployments import catalog
 from gateway.api.errors import ApiError
-from gateway.cache import exact
+from gateway.cache import exact, planner
 from gateway.redis_clients import RedisUnavailable
 from inference.client import UpstreamError
 
@@ -77,7 +77,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     except ApiError as error:
         return _with_headers(error.response(), request_id, {}, error.model)
     model = deployment.name
-    cache = await exact.plan(directives, caller.team_id, deployment, chat)
+    cache = await planner.plan(directives, caller.team_id, deployment, chat)
     run = CompletionRun(request_id, chat, deployment, reservation, cache)
     headers = {**rate_limit_headers(reservation.state), "x-sluice-cache": cache.result}
     chunks = run.chunks()
@@ -89,6 +89,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     except BaseException:  # cancelled (client gone) or a bug: still settle, then re-raise
         await asyncio.shield(run.settle())
         raise
+    if run.coalesced:
+        headers["x-sluice-coalesced"] = "true"
     if chat.stream:
         stream = StreamingHttpResponse(_sse(run, first, chunks), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
@@ -161,7 +163,7 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
                 and len(request_id) <= 64):  # fmt: skip
             raise ApiError(400, "Send {\"request_id\": \"chatcmpl-...\"}.", "invalid_request",
                            "request_id")  # fmt: skip
-        removed = await exact.report_false_hit(request_id, caller_key.team_id)
+        removed = await planner.report_false_hit(request_id, caller_key.team_id)
     except ApiError as error:
         return error.response()
     except (ValueError, UnicodeDecodeError):

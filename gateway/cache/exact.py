@@ -11,7 +11,6 @@ draw among many and replaying it would change what the caller asked for.
 
 import hashlib
 import json
-import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,10 +21,7 @@ from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.redis_clients import REDIS_FAILURES, async_cache_redis
 
-logger = logging.getLogger(__name__)
 KEY_PREFIX = "sluice:cache:exact:"
-SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
-SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
 HIT, MISS, BYPASS = "hit-exact", "miss", "bypass"
 
 
@@ -61,6 +57,7 @@ class CacheDirectives:
 
 
 def is_deterministic(chat: ChatRequest) -> bool:
+    """Whether a replay is what the caller asked for (otherwise: only if the policy says)."""
     return chat.options.get("temperature") == 0 or chat.options.get("seed") is not None
 
 
@@ -77,36 +74,6 @@ def cache_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> st
     return KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class CachePlan:
-    """For one request: what to tell the caller (result), the reply to replay on a hit,
-    and where to keep the generated reply on a miss (store_key None: do not keep it)."""
-
-    result: str
-    reply: CachedReply | None = None
-    store_key: str | None = None
-    ttl_s: int | None = None
-    hit_key: str | None = None
-
-
-async def plan(directives: CacheDirectives, team_id: int, deployment: DeploymentInfo,
-               chat: ChatRequest) -> CachePlan:  # fmt: skip
-    if not settings.CACHE_EXACT_ENABLED or not is_deterministic(chat):
-        return CachePlan(BYPASS)
-    key = cache_key(team_id, deployment, chat)
-    store_key = key if directives.store else None
-    if not directives.lookup:
-        return CachePlan(BYPASS, None, store_key, directives.ttl_s)
-    try:
-        reply = await lookup(key)
-    except CacheUnavailable as exc:
-        logger.warning("exact cache bypassed, cache Redis failed: %s", exc)
-        return CachePlan(BYPASS)
-    if reply is None:
-        return CachePlan(MISS, None, store_key, directives.ttl_s)
-    return CachePlan(HIT, reply, hit_key=key)
-
-
 class CacheUnavailable(Exception):
     """The cache's Redis failed: the request goes to the model and says `bypass`."""
 
@@ -119,49 +86,8 @@ async def lookup(key: str) -> CachedReply | None:
     return None if raw is None else CachedReply(**json.loads(raw))
 
 
-async def store(key: str, reply: CachedReply, ttl_s: int | None, request_id: str,
-                team_id: int) -> None:  # fmt: skip
-    """Keep a complete reply, and note that it answered request_id (one round trip)."""
-    encoded = json.dumps(asdict(reply))
-    if len(encoded) > settings.CACHE_EXACT_MAX_ENTRY_BYTES:
-        return
-    pipe = async_cache_redis().pipeline(transaction=False)
-    pipe.set(key, encoded, ex=ttl_s or settings.CACHE_EXACT_TTL_S)
-    pipe.set(SERVED_PREFIX + request_id, _served_record(team_id, key), ex=SERVED_TTL_S)
-    try:
-        await pipe.execute()
-    except REDIS_FAILURES as exc:
-        logger.warning("exact cache: reply of %s not stored, cache Redis failed: %s",
-                       request_id, exc)  # fmt: skip
-
-
-async def remember_served(request_id: str, team_id: int, key: str) -> None:
-    """Note which entry answered a request, so its caller can report it as wrong."""
-    try:
-        await async_cache_redis().set(SERVED_PREFIX + request_id, _served_record(team_id, key),
-                                      ex=SERVED_TTL_S)  # fmt: skip
-    except REDIS_FAILURES as exc:
-        logger.warning("exact cache: served entry of %s not noted: %s", request_id, exc)
-
-
-def _served_record(team_id: int, key: str) -> str:
-    return json.dumps({"team": team_id, "key": key})
-
-
-async def report_false_hit(request_id: str, team_id: int) -> bool:
-    """Remove the entry that answered this team's request; False if there is none (or it
-    answered another team: no way to probe other teams' requests)."""
-    client = async_cache_redis()
-    try:
-        raw = await client.get(SERVED_PREFIX + request_id)
-        if raw is None or json.loads(raw)["team"] != team_id:
-            return False
-        await client.delete(json.loads(raw)["key"], SERVED_PREFIX + request_id)
-    except REDIS_FAILURES as exc:
-        raise CacheUnavailable(str(exc)) from exc
-    logger.info("exact cache: team %s reported %s as a false hit; entry removed", team_id,
-                request_id)  # fmt: skip
-    return True
+def encode(reply: CachedReply) -> str:
+    return json.dumps(asdict(reply))
 
 
 def replay_chunks(reply: CachedReply, request_id: str, created: int, model: str,

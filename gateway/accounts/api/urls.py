@@ -1,6 +1,7 @@
 from django.urls import path
 
 from gateway.accounts.api import views
+from gateway.cache.api import TeamCacheView
 
 urlpatterns = [
     path("teams/<slug:slug>/keys/", views.ApiKeyListView.as_view(), name="api-keys"),
@@ -11,4 +12,5 @@ urlpatterns = [
     ),
     path("teams/<slug:slug>/quota/", views.QuotaPolicyView.as_view(), name="api-quota"),
     path("teams/<slug:slug>/usage/", views.UsageView.as_view(), name="api-usage"),
+    path("teams/<slug:slug>/cache/", TeamCacheView.as_view(), name="api-cache"),
 ]

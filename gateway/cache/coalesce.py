@@ -1,0 +1,92 @@
+"""Request coalescing: identical requests arriving while one is generating share it.
+
+On launch day the same question arrives fifty times before its first answer is cached.
+Requests with the same exact-cache key (same team, deployment, messages and options;
+deterministic) that arrive while a generation for that key is running read its chunks
+instead of starting their own. Each still gets its own stream, id and usage record.
+
+The upstream is pulled by a task of its own, not by the first caller: if that caller goes
+away the others still get the whole reply. When the last reader leaves, the task is
+cancelled, which cancels the worker's request, as for any abandoned request.
+
+Scope: one gateway process (one event loop). With GATEWAY_PROCESSES=N, identical requests
+spread over N processes cause at most N generations; the exact cache catches what comes
+after the first finishes.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from typing import Any
+
+logger = logging.getLogger(__name__)
+Item = tuple[str, dict[str, Any]]  # (worker url, chunk)
+
+
+class SharedGeneration:
+    def __init__(self, key: str, source: AsyncGenerator[Item, None],
+                 registry: dict[str, "SharedGeneration"]) -> None:  # fmt: skip
+        self.key = key
+        self.items: list[Item] = []
+        self.done = False
+        self.error: BaseException | None = None
+        self.readers = 0
+        self._changed = asyncio.Event()
+        self._registry = registry
+        self._task = asyncio.get_running_loop().create_task(self._pump(source))
+
+    async def _pump(self, source: AsyncGenerator[Item, None]) -> None:
+        try:
+            async with aclosing(source) as items:
+                async for item in items:
+                    self.items.append(item)
+                    self._wake()
+        except Exception as exc:  # every reader raises it, as if it had called upstream
+            self.error = exc
+        finally:
+            self.done = True
+            if self._registry.get(self.key) is self:
+                del self._registry[self.key]
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def read(self) -> AsyncGenerator[Item, None]:
+        """Every chunk from the first, however late the reader joined."""
+        self.readers += 1
+        position = 0
+        try:
+            while True:
+                while position < len(self.items):
+                    yield self.items[position]
+                    position += 1
+                if self.done:
+                    if self.error is not None:
+                        raise self.error
+                    return
+                await self._changed.wait()
+        finally:
+            self.readers -= 1
+            if self.readers == 0 and not self.done:
+                self._task.cancel()  # nobody is listening: stop the worker's request
+
+
+class Coalescer:
+    def __init__(self) -> None:
+        self._running: dict[str, SharedGeneration] = {}
+
+    def join(self, key: str, start: Callable[[], AsyncGenerator[Item, None]]
+             ) -> tuple[SharedGeneration, bool]:  # fmt: skip
+        """The generation running for key, or a new one from start(); True if new."""
+        running = self._running.get(key)
+        if running is not None and not running.done:
+            return running, False
+        shared = SharedGeneration(key, start(), self._running)
+        self._running[key] = shared
+        return shared, True
+
+    def in_flight(self) -> int:
+        return len(self._running)

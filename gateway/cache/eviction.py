@@ -1,0 +1,147 @@
+"""Value-aware eviction for the response caches: GreedyDual-Size-Frequency (GDSF).
+
+Each cache namespace (e.g. "exact:team:42", "semantic:team:42") has a byte budget. TTL
+alone would keep whatever arrived last; what a cached reply is worth is how often it is
+asked for times what it would cost to generate again, per byte it occupies. GDSF ranks
+every entry by
+
+    H = L + freq * cost / size
+
+and, when an admission would overflow the budget, evicts the lowest H first. L (the
+namespace's "clock") is raised to the H of each victim, so new entries and fresh hits
+start above everything that was merely hot long ago: yesterday's popular replies age out
+instead of squatting on the budget forever. Entries also keep a hard maximum age: they
+are written with EX, and expired ones stop counting the moment anything touches the
+namespace (purged at the start of every admission, or by purge()).
+
+cost is the regeneration cost the caller passes: micro-dollars when the deployment is
+priced, else tokens; never below 1. size is the UTF-8 length of the value plus
+ENTRY_OVERHEAD_BYTES.
+
+Redis layout (CACHE_REDIS_URL), one hash tag per namespace so its index colocates:
+
+    sluice:cache:gdsf:{<namespace>}:prio    zset  entry key -> H
+    sluice:cache:gdsf:{<namespace>}:expiry  zset  entry key -> expiry (unix ms)
+    sluice:cache:gdsf:{<namespace>}:meta    hash  entry key -> JSON size/freq/cost/expiry
+                                                  [+ vector set and element]
+    sluice:cache:gdsf:{<namespace>}:stats   hash  used (bytes), clock (L)
+
+Entry keys (e.g. sluice:cache:exact:<sha256>) are the caller's and not hash-tagged: this
+runs against one Redis server. Every change is one Lua script (lua/gdsf_*.lua, each with
+lua/gdsf_common.lua prepended), so concurrent gateways never see a half-updated index.
+
+Semantic entries name a vector-set element: the caller VADDs it before admit(), and from
+then on it is removed (VREM) with the entry: on eviction, expiry, forget(), or when the
+admission itself is refused. Until the next purge an expired element may still be found
+by VSIM; its reply is gone, so the lookup simply misses.
+"""
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+logger = logging.getLogger(__name__)
+_LUA_DIR = Path(__file__).with_name("lua")
+INDEX_PREFIX = "sluice:cache:gdsf:"
+# Redis bookkeeping per entry beyond its value: the key object and its expiry, a hash
+# field of metadata and two sorted-set members, each repeating the ~80-byte key name.
+ENTRY_OVERHEAD_BYTES = 512
+
+
+@dataclass(frozen=True)
+class Budget:
+    namespace: str
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: bool
+    evicted: list[str]
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    entries: int
+    used_bytes: int
+    clock: float  # L: the priority of the last entry evicted
+
+
+def entry_size(value: str) -> int:
+    """The bytes an entry is charged against its namespace's budget."""
+    return len(value.encode()) + ENTRY_OVERHEAD_BYTES
+
+
+def index_keys(namespace: str) -> list[str]:
+    """The namespace's prio, expiry, meta and stats keys (KEYS[1..4] of every script)."""
+    if not namespace or "{" in namespace or "}" in namespace:
+        raise ValueError(f"a cache namespace must be non-empty, without braces: {namespace!r}")
+    base = f"{INDEX_PREFIX}{{{namespace}}}"
+    return [f"{base}:prio", f"{base}:expiry", f"{base}:meta", f"{base}:stats"]
+
+
+@cache
+def _source(name: str) -> str:
+    common = (_LUA_DIR / "gdsf_common.lua").read_text()
+    return common + "\n" + (_LUA_DIR / f"gdsf_{name}.lua").read_text()
+
+
+async def _run(client: Redis, name: str, keys: list[str], args: list[str | int]) -> Any:
+    # register_script is cheap (a SHA-1); the client is per event loop, so none is kept.
+    script = client.register_script(_source(name))
+    return await script(keys=keys, args=args)
+
+
+async def admit(client: Redis, budget: Budget, key: str, value: str, ttl_s: int, cost: int,
+                *, vector_set: str | None = None, element: str | None = None
+                ) -> Admission:  # fmt: skip
+    """Store value under key for ttl_s seconds, evicting lower-value entries to fit.
+
+    An entry larger than the whole budget is refused and evicts nothing. Re-admitting a
+    key replaces the entry (its bytes are counted once; its hit count is kept).
+    """
+    if ttl_s < 1:
+        raise ValueError("ttl_s must be at least 1 second")
+    if (vector_set is None) != (element is None):
+        raise ValueError("vector_set and element go together")
+    keys = [*index_keys(budget.namespace), key]
+    args: list[str | int] = [value, entry_size(value), ttl_s, max(1, cost), budget.max_bytes]
+    if vector_set is not None and element is not None:
+        keys.append(vector_set)
+        args.append(element)
+    admitted, evicted = await _run(client, "admit", keys, args)
+    if evicted:
+        logger.debug("evicted %d entries from cache namespace %s", len(evicted),
+                     budget.namespace)  # fmt: skip
+    return Admission(admitted=bool(admitted), evicted=list(evicted))
+
+
+async def record_hit(client: Redis, budget_namespace: str, key: str) -> None:
+    """Count a hit on key: its frequency and priority rise (no-op once it is gone)."""
+    await _run(client, "hit", [*index_keys(budget_namespace), key], [])
+
+
+async def forget(client: Redis, namespace: str, key: str) -> bool:
+    """Remove one entry (e.g. a reported false hit): value, bytes and vector element."""
+    return bool(await _run(client, "forget", [*index_keys(namespace), key], []))
+
+
+async def purge(client: Redis, namespace: str) -> list[str]:
+    """Remove the namespace's expired entries now; returns their keys."""
+    purged: list[str] = await _run(client, "purge", index_keys(namespace), [])
+    return purged
+
+
+async def usage(client: Redis, namespace: str) -> NamespaceUsage:
+    """Entries, bytes in use and clock (L) of a namespace, read in one transaction."""
+    prio, _, _, stats = index_keys(namespace)
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.zcard(prio)
+        pipe.hmget(stats, ["used", "clock"])
+        entries, (used, clock) = await pipe.execute()
+    return NamespaceUsage(entries=int(entries), used_bytes=int(used or 0),
+                          clock=float(clock or 0))  # fmt: skip

@@ -1,0 +1,63 @@
+-- Admit one entry under a namespace's byte budget, evicting the lowest-priority entries.
+-- KEYS: 1-4 the namespace index (gdsf_common.lua), 5 entry key, 6 vector set (optional)
+-- ARGV: 1 value, 2 size (bytes), 3 ttl (s), 4 cost (>= 1), 5 budget (bytes),
+--       6 vector-set element (with KEYS[6])
+-- Returns {1, {evicted keys}} or {0, {}} when the entry alone exceeds the budget.
+--
+-- The caller VADDs the element before admitting: from here on the element belongs to the
+-- entry, and is removed with it (eviction, expiry, forget, or this admission failing).
+
+local entry, vset = KEYS[5], KEYS[6]
+local value, element = ARGV[1], ARGV[6]
+local size, ttl_s = tonumber(ARGV[2]), tonumber(ARGV[3])
+local cost, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+
+purge_expired(now)
+local old = read_meta(entry)
+local same_element = old ~= nil and vset ~= nil and old.v == vset and old.e == element
+
+if size > budget then
+  if not same_element then vrem(vset, element) end
+  return {0, {}}
+end
+
+local freq = 1
+if old then  -- a replacement: keep its popularity, give back its bytes
+  freq = old.f
+  unindex(entry, old)
+  if not same_element then vrem(old.v, old.e) end
+end
+
+local used = tonumber(redis.call('HGET', idx.stats, 'used')) or 0
+local clock = tonumber(redis.call('HGET', idx.stats, 'clock')) or 0
+local evicted = {}
+while used + size > budget do
+  local lowest = redis.call('ZRANGE', idx.prio, 0, 0, 'WITHSCORES')
+  if #lowest == 0 then  -- nothing left to evict: the byte count had drifted
+    redis.call('HSET', idx.stats, 'used', 0)
+    used = 0
+    break
+  end
+  local victim = lowest[1]
+  clock = math.max(clock, tonumber(lowest[2]))  -- ageing: L rises to each victim's H
+  local meta = read_meta(victim)
+  if meta then
+    used = used - drop(victim, meta)
+  else
+    redis.call('ZREM', idx.prio, victim)
+    redis.call('ZREM', idx.expiry, victim)
+  end
+  evicted[#evicted + 1] = victim
+end
+
+local expires = now + ttl_s * 1000
+local record = {s = size, f = freq, c = cost, x = expires}
+if vset then record.v, record.e = vset, element end
+redis.call('SET', entry, value, 'EX', ttl_s)
+redis.call('HSET', idx.meta, entry, cjson.encode(record))
+redis.call('ZADD', idx.prio, fmt(clock + freq * cost / size), entry)
+redis.call('ZADD', idx.expiry, fmt(expires), entry)
+redis.call('HINCRBY', idx.stats, 'used', size)
+redis.call('HSET', idx.stats, 'clock', fmt(clock))
+return {1, evicted}

@@ -1,0 +1,239 @@
+"""GDSF eviction of the response caches, against the real bundled Redis 8."""
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gateway.cache.eviction import (
+    ENTRY_OVERHEAD_BYTES,
+    Admission,
+    Budget,
+    admit,
+    entry_size,
+    forget,
+    purge,
+    record_hit,
+    usage,
+)
+
+VSET = "sluice:cache:semantic:vectors:team:1"
+VECTORS = {"el-a": (0.1, 0.2, 0.3), "el-b": (0.9, 0.1, 0.0), "el-c": (0.0, 0.5, 0.5)}
+
+Scenario = Callable[[aioredis.Redis], Awaitable[Any]]
+
+
+def run(redis_url: str, scenario: Scenario) -> Any:
+    async def main() -> Any:
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            return await scenario(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def value_of(size: int) -> str:
+    """A value charged exactly `size` bytes (overhead included)."""
+    return "x" * (size - ENTRY_OVERHEAD_BYTES)
+
+
+async def vadd(client: aioredis.Redis, element: str) -> None:
+    await client.execute_command("VADD", VSET, "VALUES", 3, *VECTORS[element], element)
+
+
+async def similar(client: aioredis.Redis) -> set[str]:
+    if not await client.exists(VSET):
+        return set()
+    found = await client.execute_command("VSIM", VSET, "VALUES", 3, 0.3, 0.3, 0.3, "COUNT", 10)
+    return set(found)
+
+
+async def live(client: aioredis.Redis, keys: list[str]) -> set[str]:
+    return {key for key in keys if await client.exists(key)}
+
+
+def test_high_value_entries_survive_a_tight_budget(redis_url):
+    budget = Budget("exact:team:1", 4000)  # four 1000-byte entries
+
+    async def scenario(client: aioredis.Redis) -> tuple[Admission, Admission, set[str]]:
+        await admit(client, budget, "popular", value_of(1000), 60, cost=100)  # H 0.1 -> 0.6
+        await admit(client, budget, "expensive", value_of(1000), 60, cost=1000)  # H 1.0
+        await admit(client, budget, "cheap", value_of(1000), 60, cost=10)  # H 0.01
+        for _ in range(5):
+            await record_hit(client, budget.namespace, "popular")
+        # 2000 bytes: only "cheap" (lowest H) has to go; L becomes 0.01
+        large = await admit(client, budget, "large", value_of(2000), 60, cost=100)
+        await record_hit(client, budget.namespace, "large")  # H 0.01 + 2 * 100 / 2000 = 0.11
+        # "large" is now the lowest (0.11 < 0.6 < 1.0): evicted, although it is the newest
+        fresh = await admit(client, budget, "fresh", value_of(1000), 60, cost=500)
+        return large, fresh, await live(client, ["popular", "expensive", "cheap", "large",
+                                                 "fresh"])  # fmt: skip
+
+    large, fresh, remaining = run(redis_url, scenario)
+    assert large == Admission(admitted=True, evicted=["cheap"])
+    assert fresh == Admission(admitted=True, evicted=["large"])
+    assert remaining == {"popular", "expensive", "fresh"}
+    stats = run(redis_url, lambda client: usage(client, budget.namespace))
+    assert (stats.entries, stats.used_bytes) == (3, 3000)
+    assert abs(stats.clock - 0.11) < 1e-9
+
+
+def test_used_bytes_never_exceed_the_budget(redis_url):
+    rng = random.Random(20240501)
+    budget = Budget("exact:team:2", 20_000)
+    keys = [f"k{i}" for i in range(40)]
+
+    async def scenario(client: aioredis.Redis) -> int:
+        model: dict[str, int] = {}  # key -> size, as the index should have it
+        admitted = 0
+        for _ in range(300):
+            key, value = rng.choice(keys), "v" * rng.randrange(0, 25_000)
+            result = await admit(client, budget, key, value, 60, cost=rng.randrange(0, 1000))
+            for victim in result.evicted:
+                model.pop(victim)
+            if result.admitted:
+                model[key] = entry_size(value)
+                admitted += 1
+            else:
+                assert entry_size(value) > budget.max_bytes and result.evicted == []
+            if rng.random() < 0.5:
+                await record_hit(client, budget.namespace, rng.choice(keys))
+            stats = await usage(client, budget.namespace)
+            assert stats.used_bytes == sum(model.values()) <= budget.max_bytes
+            assert stats.entries == len(model)
+        assert await live(client, keys) == set(model)
+        return admitted
+
+    assert run(redis_url, scenario) > 100
+
+
+def test_an_entry_hot_long_ago_is_eventually_aged_out(redis_url):
+    budget = Budget("exact:team:3", 3000)
+
+    async def scenario(client: aioredis.Redis) -> tuple[int, float]:
+        await admit(client, budget, "hot", value_of(1000), 60, cost=100)
+        for _ in range(50):
+            await record_hit(client, budget.namespace, "hot")  # H = 51 * 100 / 1000 = 5.1
+        for i in range(200):  # each newcomer alone is worth 0.1: far less than "hot"
+            result = await admit(client, budget, f"new{i}", value_of(1000), 60, cost=100)
+            if "hot" in result.evicted:
+                return i, (await usage(client, budget.namespace)).clock
+        raise AssertionError("the once-hot entry was never evicted")
+
+    newcomers, clock = run(redis_url, scenario)
+    assert newcomers > 20  # it was valuable: it outlived many newcomers
+    assert clock >= 5.1  # L rose past its priority
+
+
+def test_an_entry_larger_than_the_budget_is_refused_and_evicts_nothing(redis_url):
+    budget = Budget("semantic:team:4", 2000)
+
+    async def scenario(client: aioredis.Redis) -> tuple[Admission, set[str], set[str], int]:
+        await admit(client, budget, "small", value_of(1000), 60, cost=1)
+        await vadd(client, "el-b")
+        huge = await admit(client, budget, "huge", value_of(2001), 60, cost=10**9,
+                           vector_set=VSET, element="el-b")  # fmt: skip
+        stats = await usage(client, budget.namespace)
+        return huge, await live(client, ["small", "huge"]), await similar(client), stats.used_bytes
+
+    huge, remaining, elements, used = run(redis_url, scenario)
+    assert huge == Admission(admitted=False, evicted=[])
+    assert remaining == {"small"}
+    assert used == 1000
+    assert elements == set()  # the refused entry's element does not outlive it
+
+
+def test_expired_entries_stop_counting_and_lose_their_vector_element(redis_url):
+    budget = Budget("semantic:team:5", 10_000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        for element, ttl_s in (("el-a", 1), ("el-b", 60)):
+            await vadd(client, element)
+            await admit(client, budget, f"entry-{element}", value_of(1000), ttl_s, cost=5,
+                        vector_set=VSET, element=element)  # fmt: skip
+        await admit(client, budget, "exact-short", value_of(2000), 1, cost=5)
+        assert await client.execute_command("VCARD", VSET) == 2
+        await asyncio.sleep(1.1)
+        assert sorted(await purge(client, budget.namespace)) == ["entry-el-a", "exact-short"]
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 1000)
+        assert await client.execute_command("VCARD", VSET) == 1
+        assert await similar(client) == {"el-b"}
+
+    run(redis_url, scenario)
+
+
+def test_an_admission_purges_expired_entries_first(redis_url):
+    budget = Budget("semantic:team:6", 2000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        await vadd(client, "el-a")
+        await admit(client, budget, "short", value_of(2000), 1, cost=10**6,
+                    vector_set=VSET, element="el-a")  # fmt: skip
+        await asyncio.sleep(1.1)
+        # fits because the expired entry no longer counts: nothing is *evicted*
+        result = await admit(client, budget, "next", value_of(2000), 60, cost=1)
+        assert result == Admission(admitted=True, evicted=[])
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 2000)
+        assert await similar(client) == set()
+
+    run(redis_url, scenario)
+
+
+def test_evicting_a_semantic_entry_removes_its_vector_element(redis_url):
+    budget = Budget("semantic:team:7", 2000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        for element, cost in (("el-a", 1), ("el-b", 1000)):
+            await vadd(client, element)
+            await admit(client, budget, f"entry-{element}", value_of(1000), 60, cost=cost,
+                        vector_set=VSET, element=element)  # fmt: skip
+        result = await admit(client, budget, "entry-c", value_of(1000), 60, cost=500)
+        assert result == Admission(admitted=True, evicted=["entry-el-a"])
+        assert await similar(client) == {"el-b"}
+        remaining = await live(client, ["entry-el-a", "entry-el-b", "entry-c"])
+        assert remaining == {"entry-el-b", "entry-c"}
+
+    run(redis_url, scenario)
+
+
+def test_forget_removes_the_entry_its_bytes_and_its_element(redis_url):
+    budget = Budget("semantic:team:8", 10_000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        await vadd(client, "el-a")
+        await admit(client, budget, "wrong", value_of(1500), 60, cost=7,
+                    vector_set=VSET, element="el-a")  # fmt: skip
+        await admit(client, budget, "right", value_of(1000), 60, cost=7)
+        assert await forget(client, budget.namespace, "wrong") is True
+        assert not await client.exists("wrong")
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 1000)
+        assert await similar(client) == set()
+        assert await forget(client, budget.namespace, "wrong") is False
+        await record_hit(client, budget.namespace, "wrong")  # gone: a no-op
+        assert (await usage(client, budget.namespace)).entries == 1
+
+    run(redis_url, scenario)
+
+
+def test_readmitting_a_key_replaces_it_without_double_counting(redis_url):
+    budget = Budget("semantic:team:9", 10_000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        await vadd(client, "el-a")
+        for size in (3000, 1200):
+            result = await admit(client, budget, "same", value_of(size), 60, cost=3,
+                                 vector_set=VSET, element="el-a")  # fmt: skip
+            assert result == Admission(admitted=True, evicted=[])
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 1200)
+        assert await client.get("same") == value_of(1200)
+        assert await similar(client) == {"el-a"}  # its own element is kept
+
+    run(redis_url, scenario)

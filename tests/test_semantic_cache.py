@@ -1,0 +1,135 @@
+"""The semantic cache through a live gateway (real MiniLM, real Redis 8 vector sets), with
+the official openai client."""
+
+import time
+from typing import Any
+
+import openai
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from gateway.accounts import actions
+from gateway.cache.actions import update_cache_policy
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
+from tests.test_exact_cache import generations, metric_lines, report
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SYSTEM = {"role": "system", "content": "Answer briefly."}
+
+
+def ask(client: openai.OpenAI, question: str, context: list[Any] | None = None,
+        **options: Any) -> tuple[str, str, str]:  # fmt: skip
+    """The reply text, the x-sluice-cache header and the request id."""
+    messages = [*(context or [SYSTEM]), {"role": "user", "content": question}]
+    options = {"temperature": 0, "max_tokens": 5, **options}
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=messages, **options)
+    reply = raw.parse()
+    return reply.choices[0].message.content or "", raw.headers["x-sluice-cache"], reply.id
+
+
+@pytest.mark.parametrize(("original", "paraphrase"), [
+    ("What is the capital of France?", "What's the capital of France?"),
+    ("How do I reset my password?", "how do i reset my password"),
+    ("Convert 5 kilometres to miles", "Convert five kilometres to miles"),
+], ids=["contraction", "casing-and-punctuation", "number-as-word"])  # fmt: skip
+def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, paraphrase):
+    client = platform["client"]
+    first, state, _ = ask(client, original)
+    assert state == "miss"
+    before = generations(platform)
+    second, state, _ = ask(client, paraphrase)
+    assert state == "hit-semantic"
+    assert second == first
+    assert generations(platform) == before  # no GPU work for the hit
+    ingest("test-consumer")
+    hit = UsageRecord.objects.get(cache_result="hit-semantic")
+    assert (hit.prompt_tokens, hit.completion_tokens, hit.cost_micros) == (0, 0, 0)
+
+
+# Each pair scores at least 0.92 cosine on MiniLM: only verification keeps them apart.
+@pytest.mark.parametrize(("original", "near_miss"), [
+    ("Cancel my subscription", "Don't cancel my subscription"),
+    ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?"),
+    ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres"),
+    ("Book a flight from Paris to London", "Book a flight from London to Paris"),
+    ("What was the weather in Paris yesterday?", "What was the weather in Paris today?"),
+    ("Summarise the meeting notes from Monday", "Summarise the meeting notes from Tuesday"),
+], ids=["negation", "inserted-not", "swapped-units", "swapped-cities", "relative-date",
+        "weekday"])  # fmt: skip
+def test_a_near_miss_goes_to_the_model(platform, original, near_miss):
+    client = platform["client"]
+    ask(client, original)
+    before = generations(platform)
+    assert ask(client, near_miss)[1] == "miss"
+    assert generations(platform) == before + 1
+    rejections = {k: v for k, v in metric_lines(platform).items()
+                  if k.startswith("sluice_cache_semantic_rejections_total")}  # fmt: skip
+    assert sum(rejections.values()) >= 1
+
+
+def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):
+    client = platform["client"]
+    france = [SYSTEM, {"role": "user", "content": "Tell me about France."},
+              {"role": "assistant", "content": "France is a country in Europe."}]  # fmt: skip
+    spain = [SYSTEM, {"role": "user", "content": "Tell me about Spain."},
+             {"role": "assistant", "content": "Spain is a country in Europe."}]  # fmt: skip
+    ask(client, "What is its population?", france)
+    assert ask(client, "What's its population?", france)[1] == "hit-semantic"
+    assert ask(client, "What's its population?", spain)[1] == "miss"
+    edited = [{"role": "system", "content": "Answer in French."}]
+    assert ask(client, "What's its population?", edited)[1] == "miss"
+    assert ask(client, "What's its population?", france, max_tokens=6)[1] == "miss"
+
+
+def test_another_team_never_gets_a_semantic_hit(platform):
+    ask(platform["client"], "What is the capital of France?")
+    other = actions.issue_api_key(actions.create_team("Other")).plaintext
+    client = openai.OpenAI(base_url=platform["client"].base_url, api_key=other, max_retries=0)
+    assert ask(client, "What's the capital of France?")[1] == "miss"
+
+
+def test_a_policy_change_reaches_the_gateway_within_two_seconds(platform):
+    client = platform["client"]
+    ask(client, "What is the capital of France?")
+    update_cache_policy(platform["team"], semantic_enabled=False)
+    changed_at = time.monotonic()
+    state = "hit-semantic"
+    while state == "hit-semantic" and time.monotonic() - changed_at < 5:
+        # no-store: a probe that misses must not become the next probe's exact hit
+        state = ask(client, "whats the capital of france",
+                    extra_headers={"Cache-Control": "no-store"})[1]  # fmt: skip
+    assert state == "miss"
+    assert time.monotonic() - changed_at < 2
+
+    update_cache_policy(platform["team"], semantic_enabled=True, similarity_threshold=0.999)
+    time.sleep(1.5)
+    assert ask(client, "Tell me the capital of France?",
+               extra_headers={"Cache-Control": "no-store"})[1] == "miss"  # fmt: skip
+
+
+def test_a_reported_semantic_hit_is_removed(platform):
+    client = platform["client"]
+    ask(client, "How do I reset my password?")
+    _, state, request_id = ask(client, "How can I reset my password?")
+    assert state == "hit-semantic"
+    assert report(platform, platform["key"], {"request_id": request_id})[0] == 200
+    assert ask(client, "How can I reset my password?")[1] == "miss"
+
+
+def test_a_team_reads_its_own_cache_counters(platform):
+    client = platform["client"]
+    ask(client, "What is the capital of France?")
+    ask(client, "What is the capital of France?")
+    ask(client, "What's the capital of France?")
+    staff = get_user_model().objects.create_user("ops", password="pw-not-used-1234",
+                                                 is_staff=True)  # fmt: skip
+    api = APIClient()
+    api.force_authenticate(staff)
+    counters = api.get("/api/v1/teams/acme/cache/").json()["counters"]
+    assert (counters["miss"], counters["hit-exact"], counters["hit-semantic"]) == (1, 1, 1)
+    assert counters["tokens_saved"] > 0
+    other = actions.create_team("Other")
+    assert api.get(f"/api/v1/teams/{other.slug}/cache/").json()["counters"]["requests"] == 0
