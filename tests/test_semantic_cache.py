@@ -1,11 +1,13 @@
 """The semantic cache through a live gateway (real MiniLM, real Redis 8 vector sets), with
 the official openai client."""
 
+import asyncio
 import time
 from typing import Any
 
 import openai
 import pytest
+import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
@@ -133,3 +135,30 @@ def test_a_team_reads_its_own_cache_counters(platform):
     assert counters["tokens_saved"] > 0
     other = actions.create_team("Other")
     assert api.get(f"/api/v1/teams/{other.slug}/cache/").json()["counters"]["requests"] == 0
+
+
+def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
+    from gateway.cache.eviction import usage
+
+    client = platform["client"]
+    budget = 3000  # room for about two small replies per cache
+    update_cache_policy(platform["team"], memory_budget_bytes=budget)
+    time.sleep(1.5)  # the gateway's copy of the policy ages out
+    questions = ["Name a primary colour.", "What is the boiling point of water?",
+                 "Who wrote Hamlet?", "What is the speed of light?",
+                 "How many legs does a spider have?"]  # fmt: skip
+    for question in questions:
+        ask(client, question)
+
+    async def read() -> list[Any]:
+        cache_redis = aioredis.Redis.from_url(platform["redis_url"], decode_responses=True)
+        try:
+            return [await usage(cache_redis, f"{kind}:{platform['team'].pk}")
+                    for kind in ("exact", "semantic")]  # fmt: skip
+        finally:
+            await cache_redis.aclose()
+
+    for namespace in asyncio.run(read()):
+        assert 0 < namespace.used_bytes <= budget
+        assert namespace.entries < len(questions)  # some were evicted to stay within it
+    assert ask(client, questions[-1])[1] == "hit-exact"  # the newest entry survived

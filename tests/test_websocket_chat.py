@@ -168,3 +168,36 @@ def test_a_foreign_origin_cannot_open_the_socket():
         return bool(connected_)
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_repeated_deterministic_chat_is_answered_from_the_cache(api_key, sim):
+    question = {**HELLO, "max_tokens": 6, "temperature": 0, "ignore_eos": False}
+
+    async def ask(socket: WebsocketCommunicator, body: dict[str, object]
+                  ) -> tuple[str, dict[str, object]]:  # fmt: skip
+        await socket.send_json_to(body)
+        text, event = "", await socket.receive_json_from(timeout=10)
+        while event["type"] == "delta":
+            text += str(event["content"])
+            event = await socket.receive_json_from(timeout=10)
+        return text, event
+
+    async def scenario():
+        socket = await connected(api_key)
+        first = await ask(socket, question)
+        await socket.receive_json_from(timeout=5)  # the quota after each reply
+        generated = sim.metric("vllm:request_success_total")
+        second = await ask(socket, question)
+        await socket.receive_json_from(timeout=5)
+        paraphrased = await ask(socket, {**question, "messages": [
+            {"role": "user", "content": "tell me a story"}]})  # fmt: skip
+        unchanged = sim.metric("vllm:request_success_total") == generated
+        await socket.disconnect()
+        await close_http_session()
+        return first, second, paraphrased, unchanged
+
+    first, second, paraphrased, unchanged = asyncio.run(scenario())
+    assert first[1]["cache"] == "miss"
+    assert (second[1]["cache"], second[0]) == ("hit-exact", first[0])
+    assert (paraphrased[1]["cache"], paraphrased[0]) == ("hit-semantic", first[0])
+    assert unchanged  # neither reached the worker

@@ -16,7 +16,7 @@ from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
 from gateway.api.errors import ApiError
-from gateway.cache import exact, planner, stats
+from gateway.cache import exact, planner
 from gateway.cache.coalesce import Coalescer, Item
 from gateway.cache.planner import CachePlan
 from gateway.redis_clients import REDIS_FAILURES
@@ -195,7 +195,6 @@ class CompletionRun:
         logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
                     self.request_id, self.reservation.team_id, self.deployment.name,
                     self.worker_url or "-", prompt, completion, self.cache_result)  # fmt: skip
-        await planner.note_hit(self.cache, self.request_id, self.reservation.team_id)
         await self._keep_reply()
 
     async def _count_cache_outcome(self) -> None:
@@ -207,8 +206,8 @@ class CompletionRun:
             saved, saved_cost = prompt + completion, self.deployment.cost_micros(prompt, completion)
             instruments.cache_tokens_saved.labels(model).inc(saved)
             instruments.cache_cost_saved.labels(model).inc(saved_cost)
-        if result != exact.BYPASS or self.cache.key is not None:
-            await stats.count(self.reservation.team_id, result, saved, saved_cost)
+        await planner.settle(self.cache, self.request_id, self.reservation.team_id, result,
+                             saved, saved_cost)  # fmt: skip
 
     async def _keep_reply(self) -> None:
         """Cache a complete generated reply whose real token counts the worker reported."""

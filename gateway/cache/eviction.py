@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 logger = logging.getLogger(__name__)
 _LUA_DIR = Path(__file__).with_name("lua")
@@ -123,6 +124,13 @@ async def admit(client: Redis, budget: Budget, key: str, value: str, ttl_s: int,
 async def record_hit(client: Redis, budget_namespace: str, key: str) -> None:
     """Count a hit on key: its frequency and priority rise (no-op once it is gone)."""
     await _run(client, "hit", [*index_keys(budget_namespace), key], [])
+
+
+def queue_hit(pipe: Pipeline, budget_namespace: str, key: str) -> None:
+    """record_hit as one command of the caller's pipeline (the hot path's single round
+    trip after a cache hit). EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT."""
+    keys = [*index_keys(budget_namespace), key]
+    pipe.eval(_source("hit"), len(keys), *keys)
 
 
 async def forget(client: Redis, namespace: str, key: str) -> bool:

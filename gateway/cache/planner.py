@@ -141,24 +141,36 @@ async def keep(plan: CachePlan, reply: CachedReply, cost_micros: int, request_id
         await note_served(request_id, team_id, plan.own)
 
 
-async def note_hit(plan: CachePlan, request_id: str, team_id: int) -> None:
-    """A hit makes its entry worth more to GDSF, and can be reported as wrong."""
-    if plan.hit is None:
+async def settle(plan: CachePlan, request_id: str, team_id: int, result: str,
+                 tokens_saved: int, cost_saved_micros: int) -> None:  # fmt: skip
+    """After the reply went out, in one round trip: count the outcome for the team; for a
+    hit, raise its entry's GDSF value and note which entries answered (for false-hit
+    reports). Requests the caches never considered (sampled ones) are not counted."""
+    if plan.key is None and plan.hit is None:
         return
+    pipe = async_cache_redis().pipeline(transaction=False)
+    stats.queue_count(pipe, team_id, result, tokens_saved, cost_saved_micros)
+    if plan.hit is not None:
+        eviction.queue_hit(pipe, plan.hit.namespace, plan.hit.key)
+        pipe.set(SERVED_PREFIX + request_id, _served_record(team_id, (plan.hit, *plan.own)),
+                 ex=SERVED_TTL_S)  # fmt: skip
     try:
-        await eviction.record_hit(async_cache_redis(), plan.hit.namespace, plan.hit.key)
+        await pipe.execute()
     except REDIS_FAILURES as exc:
-        logger.warning("cache: hit on %s not counted: %s", plan.hit.namespace, exc)
-    await note_served(request_id, team_id, (plan.hit, *plan.own))
+        logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
 
 
 async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> None:
     """Which entries hold the reply a request got, so its caller can report it as wrong."""
-    record = json.dumps({"team": team_id, "entries": [[e.namespace, e.key] for e in entries]})
     try:
+        record = _served_record(team_id, entries)
         await async_cache_redis().set(SERVED_PREFIX + request_id, record, ex=SERVED_TTL_S)
     except REDIS_FAILURES as exc:
-        logger.warning("cache: entry that answered %s not noted: %s", request_id, exc)
+        logger.warning("cache: entries that answered %s not noted: %s", request_id, exc)
+
+
+def _served_record(team_id: int, entries: tuple[EntryRef, ...]) -> str:
+    return json.dumps({"team": team_id, "entries": [[e.namespace, e.key] for e in entries]})
 
 
 async def report_false_hit(request_id: str, team_id: int) -> bool:

@@ -7,6 +7,8 @@ trip per request, after the reply has gone out.
 
 import logging
 
+from redis.asyncio.client import Pipeline
+
 from gateway.redis_clients import REDIS_FAILURES, async_cache_redis, sync_cache_redis
 
 logger = logging.getLogger(__name__)
@@ -14,17 +16,14 @@ PREFIX = "sluice:cache:stats:"
 OUTCOMES = ["hit-exact", "hit-semantic", "coalesced", "miss", "bypass"]
 
 
-async def count(team_id: int, result: str, tokens_saved: int, cost_saved_micros: int) -> None:
-    pipe = async_cache_redis().pipeline(transaction=False)
+def queue_count(pipe: Pipeline, team_id: int, result: str, tokens_saved: int,
+                cost_saved_micros: int) -> None:  # fmt: skip
+    """Count one request's outcome as commands of the caller's pipeline."""
     key = PREFIX + str(team_id)
     pipe.hincrby(key, result, 1)
     if tokens_saved:
         pipe.hincrby(key, "tokens_saved", tokens_saved)
         pipe.hincrby(key, "cost_saved_micros", cost_saved_micros)
-    try:
-        await pipe.execute()
-    except REDIS_FAILURES as exc:
-        logger.warning("cache counters of team %s not updated: %s", team_id, exc)
 
 
 async def count_false_hit(team_id: int) -> None:

@@ -20,6 +20,8 @@ from gateway.accounts.records import limits_for_team
 from gateway.api.admission import Caller, prepare_completion
 from gateway.api.completions import CompletionRun, upstream_api_error
 from gateway.api.errors import ApiError
+from gateway.cache import planner
+from gateway.cache.exact import CacheDirectives
 from gateway.chat.callers import caller_for_user
 from gateway.redis_clients import RedisUnavailable
 from inference.client import UpstreamError
@@ -85,7 +87,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         except ApiError as error:
             await self.send_json({"type": "error", "id": request_id, **error.body()})
             return
-        run = CompletionRun(request_id, chat, deployment, reservation)
+        # The same caches as the HTTP API (a sampled chat bypasses them unless the team's
+        # cache policy says to cache sampled requests too).
+        cache = await planner.plan(CacheDirectives(), caller.team_id, deployment, chat)
+        run = CompletionRun(request_id, chat, deployment, reservation, cache)
         chunks = run.chunks()
         event = "done"
         try:
@@ -106,6 +111,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await asyncio.shield(chunks.aclose())  # settles the reservation, bills what was made
         prompt, completion = run.used_tokens()
         await self.send_json({"type": event, "id": request_id, "model": deployment.name,
+                              "cache": run.cache_result,
                               "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                         "total_tokens": prompt + completion}})  # fmt: skip
         await self._send_quota(caller)

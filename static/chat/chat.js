@@ -54,8 +54,10 @@
       } else if (message.type === "done" || message.type === "stopped") {
         history.push({ role: "assistant", content: reply ? reply.textContent : "" });
         const u = message.usage;
+        const cached = message.cache && (message.cache.startsWith("hit") ||
+          message.cache === "coalesced") ? ` · answered without the GPU (${message.cache})` : "";
         usage.textContent = `${message.type === "stopped" ? "Stopped. " : ""}` +
-          `Tokens: ${u.prompt_tokens} in, ${u.completion_tokens} out`;
+          `Tokens: ${u.prompt_tokens} in, ${u.completion_tokens} out${cached}`;
         reply = null;
         streaming(false);
       } else if (message.type === "quota") {
