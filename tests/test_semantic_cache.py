@@ -52,24 +52,26 @@ def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, pa
 
 
 # Each pair scores at least 0.92 cosine on MiniLM: only verification keeps them apart.
-@pytest.mark.parametrize(("original", "near_miss"), [
-    ("Cancel my subscription", "Don't cancel my subscription"),
-    ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?"),
-    ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres"),
-    ("Book a flight from Paris to London", "Book a flight from London to Paris"),
-    ("What was the weather in Paris yesterday?", "What was the weather in Paris today?"),
-    ("Summarise the meeting notes from Monday", "Summarise the meeting notes from Tuesday"),
+@pytest.mark.parametrize(("original", "near_miss", "reason"), [
+    ("Cancel my subscription", "Don't cancel my subscription", "negation"),
+    ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?", "negation"),
+    ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres", "roles"),
+    ("Book a flight from Paris to London", "Book a flight from London to Paris", "roles"),
+    ("What was the weather in Paris yesterday?", "What was the weather in Paris today?",
+     "dates"),
+    ("Summarise the meeting notes from Monday", "Summarise the meeting notes from Tuesday",
+     "dates"),
 ], ids=["negation", "inserted-not", "swapped-units", "swapped-cities", "relative-date",
         "weekday"])  # fmt: skip
-def test_a_near_miss_goes_to_the_model(platform, original, near_miss):
+def test_a_near_miss_goes_to_the_model(platform, original, near_miss, reason):
     client = platform["client"]
     ask(client, original)
     before = generations(platform)
     assert ask(client, near_miss)[1] == "miss"
     assert generations(platform) == before + 1
-    rejections = {k: v for k, v in metric_lines(platform).items()
-                  if k.startswith("sluice_cache_semantic_rejections_total")}  # fmt: skip
-    assert sum(rejections.values()) >= 1
+    # It was found above the threshold, and verification turned it down for this reason.
+    rejected = f'sluice_cache_semantic_rejections_total{{reason="{reason}"}}'
+    assert metric_lines(platform)[rejected] == 1
 
 
 def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):

@@ -17,10 +17,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--thresholds", default=THRESHOLDS)
+        parser.add_argument("--model-file", default="model.onnx",
+                            help="model-fp32.onnx: the float32 model, for comparison")
 
     def handle(self, *args: Any, **options: Any) -> None:
         thresholds = [float(t) for t in options["thresholds"].split(",")]
-        embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR)
+        embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR, model_file=options["model_file"])
         datasets = {"STS-B train+dev": evaluation.sts_b_pairs(),
                     "adversarial": evaluation.adversarial_pairs()}  # fmt: skip
         for name, pairs in datasets.items():
