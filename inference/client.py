@@ -19,6 +19,7 @@ import aiohttp
 from django.conf import settings
 
 from inference.dispatch import Dispatcher, Lease, NoHealthyWorker, Priority
+from scaling.routing import RouteContext
 
 logger = logging.getLogger(__name__)
 _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
@@ -138,13 +139,18 @@ async def stream_completion(
     deployment: str,
     body: dict[str, Any],
     priority: Priority = Priority.INTERACTIVE,
+    route: RouteContext | None = None,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
-    """Yield (lease, chunk) pairs; retries other workers only until the first chunk."""
+    """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
+
+    route: the request's RouteContext, so the deployment's routing policy picks the
+    worker (each retry too, among the workers not yet tried)."""
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
         try:
-            lease = await dispatcher.acquire(deployment, priority, exclude=frozenset(tried))
+            lease = await dispatcher.acquire(deployment, priority, exclude=frozenset(tried),
+                                             route=route)  # fmt: skip
         except NoHealthyWorker:
             if failure is not None and tried:
                 raise failure from None  # the real reason beats "no other worker left"

@@ -4,7 +4,9 @@ vLLM batches continuously, so the gateway's job is to hold each worker near its 
 in-flight count (the deployment's max_in_flight_per_worker, shared among
 GATEWAY_PROCESSES) and make everything else wait in a per-deployment queue, interactive
 requests ahead of batch ones, first come first served within a priority. Which free
-worker a request gets is the router's choice (`pick`); this module decides when.
+worker a request gets is the router's choice: the deployment's routing policy
+(scaling/routing_policies.py) for a request that brings its RouteContext, otherwise
+`pick` (least loaded); this module decides when.
 """
 
 import asyncio
@@ -17,6 +19,8 @@ from enum import IntEnum
 from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
+from scaling.routing import Load, RouteContext, Router
+from scaling.routing_policies import router_for
 
 
 class Priority(IntEnum):
@@ -49,6 +53,7 @@ def least_in_flight(candidates: Sequence[WorkerView], in_flight: dict[str, int])
 class _Waiter:
     future: "asyncio.Future[Lease]"
     exclude: frozenset[str]
+    route: RouteContext | None = None
 
 
 @dataclass
@@ -73,9 +78,11 @@ class _Queue:
 
 
 class Dispatcher:
-    def __init__(self, fleet: FleetView = fleet_view, pick: Picker = least_in_flight) -> None:
+    def __init__(self, fleet: FleetView = fleet_view, pick: Picker = least_in_flight,
+                 routers: Callable[[str], Router] = router_for) -> None:  # fmt: skip
         self.fleet = fleet
         self.pick = pick
+        self.routers = routers
         self.in_flight: dict[str, int] = {}
         self.queues: dict[str, _Queue] = {}
 
@@ -91,10 +98,14 @@ class Dispatcher:
         priority: Priority = Priority.INTERACTIVE,
         exclude: frozenset[str] = frozenset(),
         timeout_s: float | None = None,
+        route: RouteContext | None = None,
     ) -> Lease:
+        """A slot on a worker of `deployment`, chosen by route.policy when route is given."""
+        if route is not None and route.deployment != deployment:
+            raise ValueError(f"route is for {route.deployment!r}, not {deployment!r}")
         loop = asyncio.get_running_loop()
         queue = self.queues.setdefault(deployment, _Queue())
-        waiter = _Waiter(loop.create_future(), exclude)
+        waiter = _Waiter(loop.create_future(), exclude, route)
         queue.by_priority[priority].append(waiter)
         deadline = loop.time() + (timeout_s or settings.QUEUE_TIMEOUT_S)
         handed_over = False
@@ -134,13 +145,19 @@ class Dispatcher:
                 if not waiter.future.done():
                     waiter.future.set_exception(NoHealthyWorker("no healthy worker available"))
                 continue
-            free = [w for w in candidates if self._has_free_slot(w)]
-            if not free:
-                return
-            worker = self.pick(free, self.in_flight)
+            worker = self._choose(waiter, candidates)
+            if worker is None:
+                return  # every worker is full: wait for a release or the next re-check
             self.in_flight[worker.url] = self.in_flight.get(worker.url, 0) + 1
             queue.pop_head()
             waiter.future.set_result(Lease(worker))
+
+    def _choose(self, waiter: _Waiter, candidates: list[WorkerView]) -> WorkerView | None:
+        if waiter.route is None:
+            free = [w for w in candidates if self._has_free_slot(w)]
+            return self.pick(free, self.in_flight) if free else None
+        load = Load(self.in_flight, self.slots_per_worker)
+        return self.routers(waiter.route.policy).route(candidates, waiter.route, load)
 
     def _has_free_slot(self, worker: WorkerView) -> bool:
         return self.in_flight.get(worker.url, 0) < self.slots_per_worker(worker)

@@ -13,6 +13,13 @@ class ModelDeployment(models.Model):
         LARGE = "large", "Large (capable)"
         BATCH = "batch", "Batch (spot capacity)"
 
+    class RoutingPolicy(models.TextChoices):
+        """How a request picks among the deployment's workers (docs/routing.md)."""
+
+        ROUND_ROBIN = "round_robin", "Round robin (each worker in turn)"
+        LEAST_LOADED = "least_loaded", "Least loaded"
+        PREFIX_AWARE = "prefix_aware", "Prefix-aware (prefix and session affinity, bounded load)"
+
     name = models.CharField(max_length=200, unique=True, help_text="the public model name")
     served_model_name = models.CharField(
         max_length=200, blank=True, help_text="the name workers serve it under; blank = name"
@@ -33,6 +40,10 @@ class ModelDeployment(models.Model):
         validators=[MinValueValidator(1)],
         help_text="requests the gateway keeps in flight on each worker (its batch target)",
     )
+    routing_policy = models.CharField(
+        max_length=20, choices=RoutingPolicy.choices, default=RoutingPolicy.PREFIX_AWARE,
+        help_text="how requests pick a worker; gateways follow a change within seconds",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["name"]

@@ -7,6 +7,7 @@ import aiohttp
 import pytest
 
 from inference.sim.engine import Engine, SimRequest
+from inference.sim.kv import KVBlocks
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import PROFILES
 from inference.sim.server import build_app
@@ -89,6 +90,24 @@ def test_prefix_reuse_lowers_ttft():
     assert warm < cold / 3
     metrics = engine.metrics.render().decode()
     assert 'vllm:prefix_cache_hits_total{model_name="m"} 0.0' not in metrics
+
+
+def test_running_requests_hold_a_computed_prefix_once_and_unused_blocks_stay_cached():
+    kv, prefix = KVBlocks(total=100), [1, 2, 3, 4]  # a prompt's four full blocks
+    assert kv.cached_prefix(prefix) == 0
+    assert kv.admit([], private=6)  # computes everything: 4 prompt blocks + tail + output
+    first: list[int] = []
+    assert kv.share(prefix, first) == 4 and kv.in_use() == 6
+    assert kv.cached_prefix(prefix) == 4
+    assert kv.admit(prefix, private=2)  # the same prefix: only its own 2 blocks are new
+    second = list(prefix)
+    assert kv.in_use() == 8
+    kv.release(first, 2)
+    kv.release(second, 2)
+    assert kv.in_use() == 0 and kv.cached_prefix(prefix) == 4  # free, still cached
+    assert kv.admit([], private=97)  # memory pressure evicts the prefix's tail first
+    assert kv.cached_prefix(prefix) == 3
+    assert not kv.admit([], private=4)  # 97 + 4 > 100: the request waits
 
 
 @pytest.fixture

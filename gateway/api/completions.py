@@ -23,6 +23,7 @@ from gateway.redis_clients import REDIS_FAILURES
 from gateway.usage.ledger import UsageEvent, record_usage
 from inference.client import UpstreamError, stream_completion
 from inference.dispatch import Dispatcher, NoHealthyWorker, QueueTimeout
+from scaling.prefix import route_context
 
 logger = logging.getLogger(__name__)
 dispatcher = Dispatcher()
@@ -94,7 +95,10 @@ class CompletionRun:
                 yield {**chunk, "id": self.request_id, "model": self.deployment.name}
 
     async def _upstream(self) -> AsyncGenerator[Item, None]:
-        stream = stream_completion(dispatcher, self.deployment.name, self.chat.upstream_body())
+        name = self.deployment.name
+        route = route_context(name, self.deployment.routing_policy, self.chat.messages,
+                              self.chat.options.get("user"))  # fmt: skip
+        stream = stream_completion(dispatcher, name, self.chat.upstream_body(), route=route)
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
                 yield lease.worker.url, chunk
@@ -179,7 +183,6 @@ class CompletionRun:
         # Cache hits and coalesced requests made the GPU do nothing: they bill nothing.
         prompt, completion = (0, 0) if self.served_without_generating else self.used_tokens()
         cost = self.deployment.cost_micros(prompt, completion)
-        await self._count_cache_outcome()
         try:
             await reconcile(self.reservation, prompt + completion, cost)
         except AdmissionUnavailable:
@@ -195,6 +198,7 @@ class CompletionRun:
         logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
                     self.request_id, self.reservation.team_id, self.deployment.name,
                     self.worker_url or "-", prompt, completion, self.cache_result)  # fmt: skip
+        await self._count_cache_outcome()  # after billing: a slow cache Redis cannot delay it
         await self._keep_reply()
 
     async def _count_cache_outcome(self) -> None:

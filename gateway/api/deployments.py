@@ -17,6 +17,7 @@ class DeploymentInfo:
     price_output_per_million: Decimal
     created: int
     revision: str = "1"  # part of every cache key: bumping it retires cached replies
+    routing_policy: str = "prefix_aware"  # the worker choice (scaling/routing_policies.py)
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
@@ -47,7 +48,7 @@ def _load() -> dict[str, DeploymentInfo]:
     return {
         d.name: DeploymentInfo(
             d.name, d.price_input_per_million, d.price_output_per_million, int(d.pk),
-            f"{d.served_model_name}@{d.revision}",
+            f"{d.served_model_name}@{d.revision}", d.routing_policy,
         )
         for d in ModelDeployment.objects.all()
     }

@@ -2,17 +2,18 @@
 
 Each step: admit waiting requests while there are free sequence slots and KV blocks;
 give prefill chunks to new requests within the step's token budget; every prefilled
-request decodes one token. The step lasts what the profile says that work costs. Prompt
-blocks stay in an LRU prefix cache, so a request sharing leading blocks skips their
-prefill, as with --enable-prefix-caching.
+request decodes one token. The step lasts what the profile says that work costs. Computed
+prompt blocks are shared and stay cached (kv.py), so a request sharing leading blocks
+skips their prefill and their memory, as with --enable-prefix-caching.
 """
 
 import asyncio
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from inference.sim.kv import KVBlocks
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
 
@@ -28,6 +29,8 @@ class SimRequest:
     first_token_clock: float | None = None
     tokens: "asyncio.Queue[str | None]" = field(default_factory=asyncio.Queue)
     block_hashes: list[int] = field(default_factory=list)
+    shared_blocks: list[int] = field(default_factory=list)  # KV blocks shared with others
+    private_blocks: int = 0  # KV blocks its own
     cached_tokens: int = 0
     prefilled: int = 0
     generated: int = 0
@@ -72,7 +75,7 @@ class Engine:
         self.total_blocks = profile.kv_capacity_tokens // profile.block_size
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.prefix_cache: OrderedDict[int, None] = OrderedDict()
+        self.kv = KVBlocks(self.total_blocks)
         self._wake = asyncio.Event()
         # Simulated seconds of GPU work so far: measurements that must not depend on how
         # busy the host is (tests, replay) read this instead of the wall clock.
@@ -90,7 +93,7 @@ class Engine:
             return
         request.finished = True
         if request in self.running:
-            self.running.remove(request)
+            self._release(request)
             self.metrics.aborted()
         elif request in self.waiting:
             self.waiting.remove(request)
@@ -102,7 +105,7 @@ class Engine:
         return -(-tokens // self.profile.block_size)
 
     def blocks_in_use(self) -> int:
-        return sum(self.blocks_needed(r) for r in self.running)
+        return self.kv.in_use()
 
     async def run(self) -> None:
         while True:
@@ -113,28 +116,21 @@ class Engine:
             await self._step()
 
     def _admit(self) -> None:
-        free = self.total_blocks - self.blocks_in_use()
         while self.waiting and len(self.running) < self.profile.max_num_seqs:
             request = self.waiting[0]
-            if self.blocks_needed(request) > free:
+            hits = request.block_hashes[: self.kv.cached_prefix(request.block_hashes)]
+            private = self.blocks_needed(request) - len(hits)
+            if not self.kv.admit(hits, private):
                 break  # head-of-line waits for memory, as vLLM's FCFS scheduler does
             self.waiting.popleft()
-            free -= self.blocks_needed(request)
-            request.cached_tokens = self._cached_prefix_tokens(request)
+            request.shared_blocks, request.private_blocks = list(hits), private
+            # vLLM always recomputes at least the last prompt token to produce logits.
+            request.cached_tokens = min(len(hits) * self.profile.block_size,
+                                        request.prompt_len - 1)  # fmt: skip
             request.prefilled = request.cached_tokens
             self.metrics.prefix_lookup(request.prompt_len, request.cached_tokens)
             self.running.append(request)
         self._publish_gauges()
-
-    def _cached_prefix_tokens(self, request: SimRequest) -> int:
-        hits = 0
-        for block in request.block_hashes:
-            if block not in self.prefix_cache:
-                break
-            self.prefix_cache.move_to_end(block)
-            hits += 1
-        # vLLM always recomputes at least the last prompt token to produce logits.
-        return min(hits * self.profile.block_size, request.prompt_len - 1)
 
     async def _step(self) -> None:
         decoding = [r for r in self.running if r.prefilled >= r.prompt_len]
@@ -162,13 +158,12 @@ class Engine:
                 self._emit(request)
 
     def _remember_prefix(self, request: SimRequest) -> None:
-        for block in request.block_hashes:
-            self.prefix_cache[block] = None
-            self.prefix_cache.move_to_end(block)
-        # Cached blocks live in KV memory not held by running requests.
-        room = max(self.total_blocks - self.blocks_in_use(), 0)
-        while len(self.prefix_cache) > room:
-            self.prefix_cache.popitem(last=False)
+        request.private_blocks -= self.kv.share(request.block_hashes, request.shared_blocks)
+
+    def _release(self, request: SimRequest) -> None:
+        self.running.remove(request)
+        self.kv.release(request.shared_blocks, request.private_blocks)
+        request.shared_blocks, request.private_blocks = [], 0
 
     def _emit(self, request: SimRequest) -> None:
         if request.generated == 0:
@@ -179,7 +174,7 @@ class Engine:
         if request.generated >= len(request.output):
             request.finished = True
             request.tokens.put_nowait(_DONE)
-            self.running.remove(request)
+            self._release(request)
             self.metrics.finished(request.prompt_len, request.generated)
             self._publish_gauges()
 
