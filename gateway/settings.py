@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "gateway.cache",
     "gateway.chat",
     "gateway.loadtest",
+    "gateway.dashboard",
     "inference",
     "scaling",
 ]
@@ -139,6 +140,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gateway.accounts.tasks.flush_api_key_last_used",
         "schedule": 30.0,
     },
+    "refresh-dashboard": {
+        "task": "gateway.dashboard.tasks.refresh_dashboard",
+        "schedule": 30.0,
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Usage events a ledger consumer read but did not acknowledge for this long are taken over
@@ -194,6 +199,18 @@ STATIC_URL = "static/"
 SERVE_STATIC = env_bool("SERVE_STATIC", True)
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # dashboard/vendor/plotly.min.js, straight from the installed plotly package (no CDN).
+    "gateway.dashboard.finders.PlotlyFinder",
+]
+
+# Dashboard rollups (gateway/dashboard/rollup.py): each 30 s run recomputes this many
+# minutes back (ledger rows later than that need `manage.py rollup_usage`); minute
+# buckets are kept this long, hour buckets for good.
+ROLLUP_LOOKBACK_MIN = env_int("ROLLUP_LOOKBACK_MIN", 10, minimum=1)
+ROLLUP_MINUTE_RETENTION_H = env_int("ROLLUP_MINUTE_RETENTION_H", 48, minimum=2)
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)

@@ -12,6 +12,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
+    path("dashboard/", include("gateway.dashboard.urls")),
     path("api/v1/", include("gateway.accounts.api.urls")),
     path("v1/", include("gateway.api.urls")),
 ]

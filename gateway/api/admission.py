@@ -2,7 +2,7 @@
 point (the HTTP API and the WebSocket chat): model lookup, allowed models, reservation."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.accounts.authentication import ScopeDenied, check_model_allowed
 from gateway.accounts.quotas import (
@@ -20,6 +20,7 @@ from gateway.api.chat_request import ChatRequest, parse_chat_request
 from gateway.api.deployments import DeploymentInfo, catalog
 from gateway.api.errors import ApiError
 from gateway.redis_clients import RedisUnavailable
+from scaling.tiers import AUTO_MODEL, ROUTED_TIERS, choose_deployment, classify
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,41 @@ async def _reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo
         raise ApiError(503, f"{exc} Try again shortly.", "service_unavailable") from None
 
 
+async def _route_auto(caller: Caller, chat: ChatRequest) -> DeploymentInfo | None:
+    """Model "auto": classify the request, then take a deployment of that tier the caller may
+    use (docs/routing.md, "Tiered routing"). A key with allowed models reaches only those: "auto"
+    is a chooser, not a permission. None when no small or large deployment exists."""
+    routed = [d for d in (await catalog.all()).values() if d.tier in ROUTED_TIERS]
+    if not routed:
+        return None
+    usable = [d for d in routed if not caller.allowed_models or d.name in caller.allowed_models]
+    decision = classify(chat.messages, chat.max_tokens, chat.options.get("response_format"))
+    route = choose_deployment(decision, [(d.name, d.tier) for d in usable])
+    if route is None:
+        raise ApiError(403, "This API key may not use any small or large deployment, which the "
+                       "model 'auto' routes to: list them in the key's allowed models.",
+                       "model_not_allowed", "model")  # fmt: skip
+    deployment = next(d for d in usable if d.name == route.deployment)
+    return replace(deployment, route=route)
+
+
+async def _deployment_for(caller: Caller, chat: ChatRequest) -> DeploymentInfo:
+    """The named deployment; "auto" (unless a deployment has that name) picks one by tier."""
+    deployment = await catalog.get(chat.model)
+    if deployment is None and chat.model == AUTO_MODEL:
+        deployment = await _route_auto(caller, chat)
+    if deployment is None:
+        raise ApiError(404, f"The model '{chat.model}' does not exist.", "model_not_found", "model")
+    return deployment
+
+
 async def prepare_completion(
     caller: Caller, raw_body: bytes
 ) -> tuple[ChatRequest, DeploymentInfo, Reservation]:
     chat = parse_chat_request(raw_body)
-    deployment = await catalog.get(chat.model)
-    if deployment is None:
-        raise ApiError(404, f"The model '{chat.model}' does not exist.", "model_not_found", "model")
+    deployment = await _deployment_for(caller, chat)
     try:
-        check_model_allowed(caller.allowed_models, chat.model)
+        check_model_allowed(caller.allowed_models, deployment.name)
         return chat, deployment, await _reserve(caller, chat, deployment)
     except ScopeDenied as exc:
         error = ApiError(403, str(exc), "model_not_allowed", "model")

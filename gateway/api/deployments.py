@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from gateway.db import database_read
 from inference.models import ModelDeployment
+from scaling.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute
 
 REFRESH_S = 5.0
 
@@ -18,11 +19,18 @@ class DeploymentInfo:
     created: int
     revision: str = "1"  # part of every cache key: bumping it retires cached replies
     routing_policy: str = "prefix_aware"  # the worker choice (scaling/routing_policies.py)
+    tier: str = "small"  # small and large deployments are what model "auto" routes to
+    # Set only on the copy handed to one request for model "auto": how it got here.
+    route: TierRoute | None = None
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
         return int(prompt_tokens * self.price_input_per_million
                    + completion_tokens * self.price_output_per_million)  # fmt: skip
+
+    def route_headers(self) -> dict[str, str]:
+        """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto"."""
+        return self.route.headers() if self.route is not None else {}
 
 
 class DeploymentCatalog:
@@ -48,10 +56,24 @@ def _load() -> dict[str, DeploymentInfo]:
     return {
         d.name: DeploymentInfo(
             d.name, d.price_input_per_million, d.price_output_per_million, int(d.pk),
-            f"{d.served_model_name}@{d.revision}", d.routing_policy,
+            f"{d.served_model_name}@{d.revision}", d.routing_policy, d.tier,
         )
         for d in ModelDeployment.objects.all()
     }
+
+
+def model_list(deployments: dict[str, DeploymentInfo]) -> list[dict[str, object]]:
+    """/v1/models: every deployment, and "auto" while a small or large one exists to route
+    it to (a deployment actually named "auto" is listed once, as itself)."""
+    data: list[dict[str, object]] = [
+        {"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
+        for d in deployments.values()
+    ]
+    routed = [d.created for d in deployments.values() if d.tier in ROUTED_TIERS]
+    if routed and AUTO_MODEL not in deployments:
+        data.append({"id": AUTO_MODEL, "object": "model", "created": min(routed),
+                     "owned_by": "sluice"})  # fmt: skip
+    return data
 
 
 catalog = DeploymentCatalog()

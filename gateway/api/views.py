@@ -22,7 +22,7 @@ from gateway.accounts.records import KeyRecord
 from gateway.api import instruments
 from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
 from gateway.api.completions import END_OF_STREAM, CompletionRun, upstream_api_error
-from gateway.api.deployments import catalog
+from gateway.api.deployments import catalog, model_list
 from gateway.api.errors import ApiError
 from gateway.cache import exact, planner
 from gateway.redis_clients import RedisUnavailable
@@ -79,7 +79,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     model = deployment.name
     cache = await planner.plan(directives, caller.team_id, deployment, chat)
     run = CompletionRun(request_id, chat, deployment, reservation, cache)
-    headers = {**rate_limit_headers(reservation.state), "x-sluice-cache": cache.result}
+    headers = {**rate_limit_headers(reservation.state), **deployment.route_headers(),
+               "x-sluice-cache": cache.result}  # fmt: skip
     chunks = run.chunks()
     try:
         first = await run.first_chunk(chunks)
@@ -184,6 +185,4 @@ async def models(request: HttpRequest) -> HttpResponse:
         await _authenticate(request)
     except ApiError as error:
         return error.response()
-    data = [{"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
-            for d in (await catalog.all()).values()]  # fmt: skip
-    return JsonResponse({"object": "list", "data": data})
+    return JsonResponse({"object": "list", "data": model_list(await catalog.all())})

@@ -1,0 +1,183 @@
+"""GPU cost and who it is for.
+
+A deployment's GPU cost over a period is its worker-minutes (the fleet samples: every
+worker holding a GPU, dead ones excepted) / 60 times its gpu_cost_per_hour. That cost is
+split among teams in proportion to the tokens each processed on that deployment's model;
+cost of a deployment no team used in the period is "unallocated" (idle capacity). The
+split works in integer micro-dollars with largest-remainder rounding, so the teams' shares
+plus the unallocated part add up to the total exactly, not to within a rounding error.
+
+Cache savings: cached and coalesced requests are billed 0 tokens (docs/caching.md), so
+what they saved is estimated as hits x the mean tokens of a request the model generated
+on the same deployment, priced at that deployment's GPU cost per token.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import F, Sum
+
+from gateway.dashboard.models import FleetHour, FleetSample
+from gateway.dashboard.periods import Period
+from gateway.dashboard.selectors import HIT_KINDS, rollups
+
+MICROS = 1_000_000
+
+
+@dataclass(frozen=True)
+class DeploymentCost:
+    model: str
+    worker_hours: float
+    cost_micros: int
+
+
+@dataclass
+class CostLine:
+    team_id: int
+    team: str
+    model: str
+    requests: int = 0
+    tokens: int = 0
+    billed_micros: int = 0
+    gpu_cost_micros: int = 0
+    hits: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CostSplit:
+    deployments: dict[str, DeploymentCost]
+    lines: list[CostLine]
+    unallocated_micros: int
+
+    @property
+    def total_micros(self) -> int:
+        return sum(d.cost_micros for d in self.deployments.values())
+
+    @property
+    def requests(self) -> int:
+        return sum(line.requests for line in self.lines)
+
+    def by_team(self) -> dict[str, int]:
+        teams: dict[str, int] = defaultdict(int)
+        for line in self.lines:
+            teams[line.team] += line.gpu_cost_micros
+        return dict(teams)
+
+    def by_model(self) -> dict[str, int]:
+        models: dict[str, int] = defaultdict(int)
+        for line in self.lines:
+            models[line.model] += line.gpu_cost_micros
+        return dict(models)
+
+    def cost_per_1000_requests_micros(self) -> int | None:
+        return self.total_micros * 1000 // self.requests if self.requests else None
+
+
+def deployment_costs(p: Period) -> dict[str, DeploymentCost]:
+    table: Any = FleetSample if p.by_minute else FleetHour  # state columns: worker-minutes
+    rows = (table.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
+            .values("deployment__name", "deployment__gpu_cost_per_hour")
+            .annotate(minutes=Sum(F("starting") + F("warm") + F("ready") + F("draining")))
+            .order_by())  # fmt: skip
+    costs = {}
+    for row in rows:
+        minutes = row["minutes"] or 0
+        price: Decimal = row["deployment__gpu_cost_per_hour"]
+        micros = int((Decimal(minutes) * price * MICROS / 60).to_integral_value())
+        costs[row["deployment__name"]] = DeploymentCost(row["deployment__name"], minutes / 60,
+                                                        micros)  # fmt: skip
+    return costs
+
+
+def _allocate(total: int, weights: list[int]) -> list[int]:
+    """Split an integer total in proportion to integer weights, exactly (largest remainder)."""
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: -(total * weights[i] % whole))
+    for i in order[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def cost_split(p: Period) -> CostSplit:
+    deployments = deployment_costs(p)
+    lines: dict[tuple[int, str], CostLine] = {}
+    rows = (rollups(p).values("team_id", "team__name", "model")
+            .annotate(requests=Sum("requests"), billed=Sum("cost_micros"),
+                      tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+                      **{kind: Sum(f) for kind, f in HIT_KINDS.items()})
+            .order_by("team__name", "model"))  # fmt: skip
+    for row in rows:
+        lines[(row["team_id"], row["model"])] = CostLine(
+            row["team_id"], row["team__name"], row["model"], row["requests"] or 0,
+            row["tokens"] or 0, row["billed"] or 0,
+            hits={kind: row[kind] or 0 for kind in HIT_KINDS})  # fmt: skip
+    unallocated = 0
+    for model, cost in deployments.items():
+        users = [line for line in lines.values() if line.model == model and line.tokens > 0]
+        if not users:
+            unallocated += cost.cost_micros
+            continue
+        for line, share in zip(users, _allocate(cost.cost_micros, [u.tokens for u in users]),
+                               strict=True):  # fmt: skip
+            line.gpu_cost_micros = share
+    return CostSplit(deployments, list(lines.values()), unallocated)
+
+
+def cache_savings(split: CostSplit) -> dict[str, dict[str, float]]:
+    """Per cache kind: requests answered, tokens, money (micros) and GPU-hours saved."""
+    saved: dict[str, dict[str, float]] = {kind: {"hits": 0, "tokens": 0.0, "micros": 0.0,
+                                                 "gpu_hours": 0.0} for kind in HIT_KINDS}
+    per_model: dict[str, dict[str, Any]] = defaultdict(lambda: {"tokens": 0, "generated": 0,
+                                                                "hits": defaultdict(int)})
+    for line in split.lines:
+        entry = per_model[line.model]
+        entry["tokens"] += line.tokens
+        entry["generated"] += line.requests - sum(line.hits.values())
+        for kind, count in line.hits.items():
+            entry["hits"][kind] += count
+    for model, entry in per_model.items():
+        cost = split.deployments.get(model)
+        if not entry["tokens"] or not entry["generated"]:
+            continue
+        mean_tokens = entry["tokens"] / entry["generated"]
+        for kind, count in entry["hits"].items():
+            tokens = count * mean_tokens
+            saved[kind]["hits"] += count
+            saved[kind]["tokens"] += tokens
+            if cost is not None:
+                saved[kind]["micros"] += tokens * cost.cost_micros / entry["tokens"]
+                saved[kind]["gpu_hours"] += tokens * cost.worker_hours / entry["tokens"]
+    return saved
+
+
+@dataclass(frozen=True)
+class Bill:
+    team: str
+    billed_micros: int
+    gpu_cost_micros: int
+    budget_micros: int | None
+
+    @property
+    def budget_used(self) -> float | None:
+        return self.billed_micros / self.budget_micros if self.budget_micros else None
+
+
+def monthly_bills(p: Period, split: CostSplit) -> list[Bill]:
+    """Each team's month-to-date bill (token prices, what its budget limits) beside its
+    share of the GPU cost, for every team, with usage or not."""
+    from gateway.accounts.models import QuotaPolicy, Team
+
+    budgets = dict(QuotaPolicy.objects.values_list("team_id", "budget_per_month_usd"))
+    gpu = split.by_team()
+    billed: dict[int, int] = defaultdict(int)
+    for line in split.lines:
+        billed[line.team_id] += line.billed_micros
+    bills = []
+    for team in Team.objects.all():
+        budget = budgets.get(team.pk)
+        bills.append(Bill(team.name, billed[team.pk], gpu.get(team.name, 0),
+                          None if budget is None else int(budget * MICROS)))  # fmt: skip
+    return bills

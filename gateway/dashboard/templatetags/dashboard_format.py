@@ -1,0 +1,25 @@
+"""Formatting filters for the dashboard: money is stored in integer micro-dollars."""
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def usd(micros: int | float | None) -> str:
+    return "-" if micros is None else f"${micros / 1_000_000:,.2f}"
+
+
+@register.filter
+def ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+@register.filter
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{share:.1%}"
+
+
+@register.filter
+def key(mapping: dict[str, object], name: str) -> object:
+    return mapping.get(name)

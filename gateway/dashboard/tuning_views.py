@@ -1,0 +1,105 @@
+"""The Tuning page: cache policy (global or one team) and autoscale policy (one
+deployment) forms, the audit log, and one-click revert."""
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from gateway.accounts.models import Team
+from gateway.dashboard import actions
+from gateway.dashboard.forms import AutoscalePolicyForm, CachePolicyForm, changed_values
+from gateway.dashboard.models import TuningChange
+from inference.models import ModelDeployment
+from scaling.models import AutoscalePolicy
+
+AUDIT_ROWS = 50
+
+
+def _scope(request: HttpRequest) -> tuple[Team | None, ModelDeployment | None]:
+    source = request.POST if request.method == "POST" else request.GET
+    team_id, deployment_id = source.get("team") or "", source.get("deployment") or ""
+    team = get_object_or_404(Team, pk=team_id) if team_id.isdigit() else None
+    deployment = (get_object_or_404(ModelDeployment, pk=deployment_id)
+                  if deployment_id.isdigit() else ModelDeployment.objects.first())  # fmt: skip
+    return team, deployment
+
+
+def _autoscale_instance(deployment: ModelDeployment | None) -> AutoscalePolicy | None:
+    if deployment is None:
+        return None
+    return (AutoscalePolicy.objects.filter(deployment=deployment).first()
+            or AutoscalePolicy(deployment=deployment))  # fmt: skip
+
+
+def staff_user(request: HttpRequest) -> User:
+    """The logged-in staff user (the decorators have already turned everyone else away)."""
+    return cast(User, request.user)
+
+
+@staff_member_required
+def tuning(request: HttpRequest) -> HttpResponse:
+    team, deployment = _scope(request)
+    cache_form = CachePolicyForm(initial=actions.current_cache_values(team))
+    instance = _autoscale_instance(deployment)
+    autoscale_form = AutoscalePolicyForm(instance=instance) if instance else None
+    which, user = request.POST.get("form"), staff_user(request)
+    if request.method == "POST" and which == "cache":
+        cache_form = CachePolicyForm(request.POST)
+        if cache_form.is_valid() and _apply(request, cache_form, lambda values: (
+                actions.change_cache_policy(user, team, values))):  # fmt: skip
+            return _back(team, deployment)
+    elif request.method == "POST" and which == "autoscale" and instance and deployment:
+        autoscale_form = AutoscalePolicyForm(request.POST, instance=instance)
+        if autoscale_form.is_valid() and _apply(request, autoscale_form, lambda values: (
+                actions.change_autoscale_policy(user, deployment, values))):  # fmt: skip
+            return _back(team, deployment)
+    return render(request, "dashboard/tuning.html", {
+        "team": team, "deployment": deployment, "teams": Team.objects.all(),
+        "deployments": ModelDeployment.objects.all(), "cache_form": cache_form,
+        "autoscale_form": autoscale_form, "periods": [],
+        "changes": TuningChange.objects.select_related("user", "team", "deployment")
+                                        [:AUDIT_ROWS],
+        "charts": []})  # fmt: skip
+
+
+def _apply(request: HttpRequest, form: Any, change: Callable[[dict[str, Any]], object]) -> bool:
+    """Run an action on the form's values; its validation errors land on the form."""
+    try:
+        change(changed_values(form))
+    except actions.NothingChanged:
+        messages.info(request, "Nothing changed: every value equals the current one.")
+        return True
+    except ValidationError as exc:
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+        return False
+    messages.success(request, "Saved; every gateway process follows within 2 seconds.")
+    return True
+
+
+def _back(team: Team | None, deployment: ModelDeployment | None) -> HttpResponseRedirect:
+    query = f"?team={team.pk if team else ''}&deployment={deployment.pk if deployment else ''}"
+    return HttpResponseRedirect(reverse("dashboard:tuning") + query)
+
+
+@require_POST
+@staff_member_required
+def revert(request: HttpRequest, pk: int) -> HttpResponse:
+    change = get_object_or_404(TuningChange, pk=pk)
+    try:
+        actions.revert(staff_user(request), change)
+    except actions.NothingChanged:
+        messages.info(request, "Nothing to revert: the old values are already in force.")
+    except ValidationError as exc:
+        messages.error(request, f"Revert refused: {'; '.join(exc.messages)}")
+    else:
+        messages.success(request, f"Reverted change #{change.pk}.")
+    return _back(change.team, change.deployment)
