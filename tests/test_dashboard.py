@@ -222,3 +222,19 @@ def test_autoscale_thresholds_are_validated_audited_and_revertible() -> None:
     assert AutoscalePolicy.objects.get().scale_up_utilisation == 0.8
     with pytest.raises(actions.NothingChanged):
         actions.revert(None, change)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_refused_by_a_quota_show_on_the_teams_page(staff_client: Client) -> None:
+    team = account_actions.create_team("Throttled", requests_per_minute=1)
+    fleet.ensure_deployment("small-model")
+    key = account_actions.issue_api_key(team).plaintext
+    body = '{"model": "small-model", "messages": [{"role": "user", "content": "hi"}]}'
+    statuses = [Client().post("/v1/chat/completions", body, content_type="application/json",
+                              HTTP_AUTHORIZATION=f"Bearer {key}").status_code
+                for _ in range(3)]  # fmt: skip
+    assert statuses[1:] == [429, 429]  # the first is admitted (then finds no worker)
+    usage = {u.team.pk: u for u in selectors.team_usage(period("hour", datetime.now(UTC)))}
+    assert usage[team.pk].rejected == {"requests_per_minute": 2}
+    page = staff_client.get(reverse("dashboard:teams")).content.decode()
+    assert "refused by a quota" in page and "requests_per_minute" in page

@@ -15,6 +15,7 @@ from gateway.accounts.quotas import (
     admit,
 )
 from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.accounts.rejections import count_rejection
 from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest, parse_chat_request
 from gateway.api.deployments import DeploymentInfo, catalog
@@ -60,6 +61,7 @@ async def _reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo
         raise ApiError(400, str(exc), "max_tokens_over_cap", "max_tokens") from None
     except QuotaExceeded as exc:
         instruments.quota_rejections.labels(exc.limit).inc()
+        await count_rejection(caller.team_id, exc.limit)
         headers = rate_limit_headers(exc.state)
         if exc.retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))

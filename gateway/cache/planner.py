@@ -77,7 +77,7 @@ async def plan(directives: CacheDirectives, team_id: int, deployment: Deployment
         slot = await _slot(policy, team_id, deployment, chat)
         if slot is not None and directives.lookup:
             match = await semantic.lookup(slot, policy.similarity_threshold,
-                                          policy.verify_enabled)  # fmt: skip
+                                          policy.verify_enabled, team_id)  # fmt: skip
             instruments.semantic_lookup.observe(time.perf_counter() - started)
             if match is not None:
                 hit = EntryRef(namespace("semantic", team_id), match.entry_key)

@@ -16,6 +16,9 @@ Layout under CACHE_REDIS_URL:
                                              the scores are the model's, so the measured
                                              threshold table holds)
     sluice:cache:sem:entry:<entry sha256>    JSON {question, reply}
+    sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
+                                             (gateway/cache/lookup_log.py), for the
+                                             dashboard's threshold preview
 Entries are admitted through GDSF eviction (namespace "semantic:<team>"), which removes
 an entry's vector element whenever the entry goes.
 """
@@ -29,7 +32,7 @@ from typing import Any
 from gateway.api import instruments
 from gateway.api.chat_request import ChatRequest
 from gateway.api.deployments import DeploymentInfo
-from gateway.cache import eviction
+from gateway.cache import eviction, lookup_log
 from gateway.cache.exact import CachedReply
 from gateway.cache.verify import verify
 from gateway.redis_clients import REDIS_FAILURES, async_cache_redis
@@ -99,32 +102,42 @@ class SemanticMatch:
     question: str
 
 
-async def lookup(slot: SemanticSlot, threshold: float, verify_enabled: bool
-                 ) -> SemanticMatch | None:  # fmt: skip
+async def lookup(slot: SemanticSlot, threshold: float, verify_enabled: bool,
+                 team_id: int | None = None) -> SemanticMatch | None:  # fmt: skip
+    """The first candidate at or above the threshold that verification accepts. With a
+    team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact."""
     client = async_cache_redis()
     try:
         found = await client.execute_command(  # type: ignore[no-untyped-call]
             "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES,
             "WITHSCORES")  # fmt: skip
-        candidates = _above(found, threshold)
+        scored = _scored(found)
+        candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
         stored = await client.mget([ENTRY_PREFIX + e for e, _ in candidates]) if candidates else []
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
-    for (element, similarity), raw in zip(candidates, stored, strict=True):
+    verdicts: list[bool | None] = [None] * len(scored)
+    match = None
+    for index, ((element, similarity), raw) in enumerate(zip(candidates, stored, strict=True)):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
         entry = json.loads(raw)
         if verify_enabled:
             verdict = verify(slot.question, entry["question"])
+            verdicts[index] = verdict.accepted  # candidates are scored's first entries
             if not verdict.accepted:
                 instruments.semantic_rejections.labels(verdict.reason).inc()
                 continue
-        return SemanticMatch(CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity,
-                             entry["question"])  # fmt: skip
-    return None
+        match = SemanticMatch(CachedReply(**entry["reply"]), ENTRY_PREFIX + element,
+                              similarity, entry["question"])  # fmt: skip
+        break
+    if team_id is not None:
+        lookup_log.record(team_id, lookup_log.LookupSample(
+            tuple(cosine for _, cosine in scored), tuple(verdicts), threshold, verify_enabled))
+    return match
 
 
-def _above(found: Any, threshold: float) -> list[tuple[str, float]]:
+def _scored(found: Any) -> list[tuple[str, float]]:
     """VSIM's answer as (element, cosine), best first. redis-py gives {element: score} (or
     a flat list without its response callback); Redis scores are (1 + cosine) / 2."""
     if isinstance(found, dict):
@@ -132,8 +145,7 @@ def _above(found: Any, threshold: float) -> list[tuple[str, float]]:
     else:
         flat = list(found or [])
         scored = list(zip(flat[::2], flat[1::2], strict=True))
-    pairs = sorted(((str(e), 2 * float(score) - 1) for e, score in scored), key=lambda p: -p[1])
-    return [(element, cosine) for element, cosine in pairs if cosine >= threshold]
+    return sorted(((str(e), 2 * float(score) - 1) for e, score in scored), key=lambda p: -p[1])
 
 
 async def store(slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int,

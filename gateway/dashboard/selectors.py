@@ -12,10 +12,12 @@ from gateway.accounts.models import ApiKey, QuotaPolicy, Team
 from gateway.accounts.quota_usage import LimitUsage, read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import quota_limits_from_row
+from gateway.accounts.rejections import rejected_between
 from gateway.dashboard import histogram
 from gateway.dashboard.models import FleetHour, FleetSample, KeyHourRollup, Rollup
 from gateway.dashboard.periods import Period
 from gateway.dashboard.rollup import METRICS
+from gateway.redis_clients import REDIS_FAILURES
 
 STATES = ["starting", "warm", "ready", "draining", "dead"]
 HIT_KINDS = {"exact": "hits_exact", "semantic": "hits_semantic", "coalesced": "coalesced"}
@@ -79,6 +81,7 @@ class TeamUsage:
     cost_micros: int
     limits: list[LimitUsage] | None  # None: Redis (where live quota counters live) is down
     top_keys: list[dict[str, Any]]
+    rejected: dict[str, int] | None = None  # 429s by limit in the period; None: Redis down
 
 
 def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
@@ -104,8 +107,16 @@ def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
                     for k in keys.get(team.pk, [])[:top]]  # fmt: skip
         result.append(TeamUsage(team, row.get("requests") or 0, row.get("errors") or 0,
                                 row.get("tokens") or 0, row.get("cost_micros") or 0,
-                                _limits(team.pk, policies.get(team.pk)), top_keys))  # fmt: skip
+                                _limits(team.pk, policies.get(team.pk)), top_keys,
+                                _rejected(team.pk, p)))  # fmt: skip
     return result
+
+
+def _rejected(team_id: int, p: Period) -> dict[str, int] | None:
+    try:
+        return rejected_between(team_id, p.start, p.end)
+    except (*REDIS_FAILURES, ImproperlyConfigured):
+        return None
 
 
 def _limits(team_id: int, policy: QuotaPolicy | None) -> list[LimitUsage] | None:

@@ -14,9 +14,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from gateway.accounts.models import Team
-from gateway.dashboard import actions
+from gateway.cache import lookup_log
+from gateway.dashboard import actions, threshold_effect
 from gateway.dashboard.forms import AutoscalePolicyForm, CachePolicyForm, changed_values
 from gateway.dashboard.models import TuningChange
+from gateway.redis_clients import REDIS_FAILURES
 from inference.models import ModelDeployment
 from scaling.models import AutoscalePolicy
 
@@ -51,7 +53,12 @@ def tuning(request: HttpRequest) -> HttpResponse:
     instance = _autoscale_instance(deployment)
     autoscale_form = AutoscalePolicyForm(instance=instance) if instance else None
     which, user = request.POST.get("form"), staff_user(request)
-    if request.method == "POST" and which == "cache":
+    effect: dict[str, Any] | None = None
+    if request.method == "POST" and which == "cache" and "preview" in request.POST:
+        cache_form = CachePolicyForm(request.POST)  # shown again as submitted; nothing saved
+        if cache_form.is_valid():
+            effect = _threshold_effect(team, cache_form)
+    elif request.method == "POST" and which == "cache":
         cache_form = CachePolicyForm(request.POST)
         if cache_form.is_valid() and _apply(request, cache_form, lambda values: (
                 actions.change_cache_policy(user, team, values))):  # fmt: skip
@@ -64,10 +71,25 @@ def tuning(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/tuning.html", {
         "team": team, "deployment": deployment, "teams": Team.objects.all(),
         "deployments": ModelDeployment.objects.all(), "cache_form": cache_form,
-        "autoscale_form": autoscale_form, "periods": [],
+        "autoscale_form": autoscale_form, "periods": [], "effect": effect,
         "changes": TuningChange.objects.select_related("user", "team", "deployment")
                                         [:AUDIT_ROWS],
         "charts": []})  # fmt: skip
+
+
+def _threshold_effect(team: Team | None, form: CachePolicyForm) -> dict[str, Any]:
+    """The proposed threshold's predicted effect against the one in force, on the scope's
+    recent semantic lookups (docs/dashboard.md)."""
+    in_force = actions.current_cache_values(team)
+    current = (in_force["similarity_threshold"], in_force["verify_enabled"])
+    proposed = (form.cleaned_data["similarity_threshold"], form.cleaned_data["verify_enabled"])
+    try:
+        samples = threshold_effect.recent_samples(team)
+    except REDIS_FAILURES as exc:
+        return {"error": f"the lookup log could not be read: {exc}"}
+    preview = threshold_effect.preview(samples, current, proposed)
+    rows = [("in force", preview.current), ("proposed", preview.proposed)] if preview else []
+    return {"preview": preview, "rows": rows, "window": lookup_log.KEEP}
 
 
 def _apply(request: HttpRequest, form: Any, change: Callable[[dict[str, Any]], object]) -> bool:

@@ -1,0 +1,207 @@
+"""Issue 8: the predicted effect of a similarity threshold change, before it is saved.
+
+The lookup log (real MiniLM embeddings, a real Redis 8 vector set), the prediction's
+arithmetic on synthetic samples, and the Preview button of the Tuning page."""
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from gateway.accounts import actions as account_actions
+from gateway.cache import eviction, lookup_log, semantic
+from gateway.cache.exact import CachedReply
+from gateway.cache.lookup_log import LookupSample
+from gateway.cache.semantic import SemanticSlot
+from gateway.dashboard import actions, threshold_effect
+from gateway.dashboard.models import TuningChange
+from gateway.dashboard.threshold_effect import expected_precision, predict, preview
+from inference.embeddings import OnnxMiniLM
+
+CONTEXT = "c" * 64
+STORED = ["Cancel my subscription", "How do I reset my password?"]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> OnnxMiniLM:
+    return OnnxMiniLM(settings.EMBEDDING_MODEL_DIR)
+
+
+def reply(text: str) -> CachedReply:
+    return CachedReply(content=text, finish_reason="stop", prompt_tokens=5, completion_tokens=3)
+
+
+def logged(redis_url: str, team_id: int) -> list[dict[str, Any]]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    return [json.loads(raw) for raw in client.lrange(lookup_log.key(team_id), 0, -1)]
+
+
+def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxMiniLM
+                                                   ) -> None:  # fmt: skip
+    async def scenario() -> list[semantic.SemanticMatch | None]:
+        budget = eviction.Budget("semantic:7", 10_000_000)
+        for question in STORED:
+            slot = SemanticSlot.of(CONTEXT, question, minilm.embed_batch([question])[0])
+            await semantic.store(slot, reply(f"answer to {question}"), budget, 600, 10)
+        matches = []
+        for question, context in [("Don't cancel my subscription", CONTEXT),  # near-miss
+                                  ("how do i reset my password", CONTEXT),  # paraphrase
+                                  ("Anything at all", "d" * 64)]:  # an empty context
+            vector = minilm.embed_batch([question])[0]
+            matches.append(await semantic.lookup(SemanticSlot.of(context, question, vector),
+                                                 0.92, True, team_id=7))  # fmt: skip
+        await semantic.lookup(SemanticSlot.of(CONTEXT, "x", minilm.embed_batch(["x"])[0]),
+                              0.92, True)  # no team: not logged  # fmt: skip
+        await lookup_log.drain()
+        return matches
+
+    near_miss, paraphrase, empty = asyncio.run(scenario())
+    assert near_miss is None and paraphrase is not None and empty is None
+    newest_first = logged(redis_url, 7)
+    assert len(newest_first) == 3
+    empty_set, hit, rejected = newest_first
+    assert empty_set == {"c": [], "v": [], "t": 0.92, "ve": 1}
+    # The near-miss: its best candidate clears 0.92 and verification turned it down; the
+    # other stored question is far below and never verified.
+    assert len(rejected["c"]) == 2 and rejected["c"][0] >= 0.92 > rejected["c"][1]
+    assert rejected["v"] == [0, None]
+    assert hit["c"][0] >= 0.92 and hit["v"][0] == 1
+    # No text of the team's: only numbers (and the four keys) are kept.
+    raw = json.dumps(newest_first)
+    assert not any(word in raw for word in ("subscription", "password", "Anything"))
+    client = redis.Redis.from_url(redis_url)
+    assert 0 < client.ttl(lookup_log.key(7)) <= lookup_log.WINDOW_S
+    assert not client.exists(lookup_log.key(0))
+
+
+def test_the_log_keeps_the_last_thousand(redis_url: str) -> None:
+    async def scenario() -> None:
+        for n in range(lookup_log.KEEP + 5):
+            lookup_log.record(3, LookupSample((n / 10_000,), (None,), 0.9, True))
+        await lookup_log.drain()
+
+    asyncio.run(scenario())
+    kept = logged(redis_url, 3)
+    assert len(kept) == lookup_log.KEEP and kept[0]["c"] == [(lookup_log.KEEP + 4) / 10_000]
+
+
+def sample(*candidates: tuple[float, bool | None], threshold: float = 0.9) -> LookupSample:
+    return LookupSample(tuple(c for c, _ in candidates), tuple(v for _, v in candidates),
+                        threshold, True)  # fmt: skip
+
+
+# Ten lookups at threshold 0.90: 2 verified hits, 1 rejected, 3 whose best candidate was
+# below 0.90 (never verified), 4 with nothing in their set.
+SAMPLES = [sample((0.95, True)), sample((0.91, True)), sample((0.93, False), (0.85, None)),
+           sample((0.88, None)), sample((0.87, None)), sample((0.70, None)),
+           *[sample() for _ in range(4)]]  # fmt: skip
+
+
+def test_known_samples_give_known_hit_rates() -> None:
+    assert predict(SAMPLES, 0.90, True).hit_rate == pytest.approx(0.2)
+    assert predict(SAMPLES, 0.92, True).hit_rate == pytest.approx(0.1)  # only 0.95 is left
+    assert predict(SAMPLES, 0.96, True).hit_rate == 0.0
+    # Without verification every candidate at or above the threshold answers.
+    assert predict(SAMPLES, 0.90, False).hit_rate == pytest.approx(0.3)
+    assert predict(SAMPLES, 0.85, False).hit_rate == pytest.approx(0.5)
+    # At 0.86 the never-verified 0.88 and 0.87 get the nearest band's rate: band 0.86-0.88
+    # and 0.88-0.90 have no verdicts, 0.90-0.92 has 1 of 1 accepted.
+    lower = predict(SAMPLES, 0.86, True)
+    assert lower.estimated == 2 and lower.hit_rate == pytest.approx(0.4)
+    # The 0.93 rejection (band 0.92-0.94, 0 of 1) is nearer for a 0.93 twin of its own.
+    twin = [sample((0.93, None))]
+    assert predict(twin + SAMPLES, 0.92, True).hit_rate == pytest.approx(1 / 11)
+
+
+def test_with_no_verdict_at_all_candidates_count_as_accepted() -> None:
+    unseen = [sample((0.88, None)), sample()]
+    effect = predict(unseen, 0.85, True)
+    assert effect.assumed == 1 and effect.estimated == 0 and effect.hit_rate == 0.5
+
+
+def test_a_lower_threshold_never_predicts_a_lower_hit_rate() -> None:
+    mixed = [*SAMPLES, sample((0.97, False), (0.94, None), (0.89, None)),
+             sample((0.86, False), (0.84, None))]  # fmt: skip
+    for verify_enabled in (True, False):
+        rates = [predict(mixed, t / 100, verify_enabled).hit_rate for t in range(99, 69, -1)]
+        assert rates == sorted(rates)
+
+
+def test_precision_comes_from_the_benchmark_table() -> None:
+    assert expected_precision(0.92, True).value == pytest.approx(0.922)
+    assert expected_precision(0.91, True).value == pytest.approx((0.932 + 0.922) / 2)
+    assert expected_precision(0.90, False).value == pytest.approx(0.399)
+    low = expected_precision(0.5, True)
+    assert low.value == pytest.approx(0.962) and not low.measured_range
+    assert preview([], (0.92, True), (0.9, True)) is None
+
+
+@pytest.fixture
+def staff_client() -> Client:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("ops", is_staff=True))
+    return client
+
+
+def form_for(team: object, **changes: object) -> dict[str, object]:
+    values = {"form": "cache", "team": getattr(team, "pk", ""),
+              **actions.current_cache_values(team), **changes}  # type: ignore[arg-type]
+    return {k: v for k, v in values.items() if v is not False}  # unchecked boxes are absent
+
+
+def push(team_id: int, samples: list[LookupSample]) -> None:
+    async def scenario() -> None:
+        for one in samples:
+            lookup_log.record(team_id, one)
+        await lookup_log.drain()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.django_db
+def test_preview_shows_the_effect_and_saves_nothing(staff_client: Client) -> None:
+    team = account_actions.create_team("Acme")
+    before = actions.current_cache_values(team)["similarity_threshold"]
+    push(team.pk, SAMPLES)
+    url = reverse("dashboard:tuning")
+    response = staff_client.post(url, {**form_for(team, similarity_threshold=0.86),
+                                       "preview": "1"})  # fmt: skip
+    page = response.content.decode()
+    assert response.status_code == 200 and 'id="threshold-effect"' in page
+    assert "last 10 semantic lookups" in page and "6 found a candidate" in page
+    assert "estimated from verify()" in page and "benchmark" in page
+    effect = threshold_effect.preview(SAMPLES, (before, True), (0.86, True))
+    assert effect is not None
+    assert effect.current.hit_rate_pct in page and "40.0%" in page  # as computed above
+    assert 'value="0.86"' in page  # the form keeps what was typed
+    assert not TuningChange.objects.exists()
+    assert actions.current_cache_values(team)["similarity_threshold"] == before
+    # The plain page and Save show no preview.
+    assert 'id="threshold-effect"' not in staff_client.get(url, {"team": team.pk}).content.decode()
+
+
+@pytest.mark.django_db
+def test_preview_without_samples_says_so(staff_client: Client) -> None:
+    team = account_actions.create_team("Quiet")
+    response = staff_client.post(reverse("dashboard:tuning"),
+                                 {**form_for(team, similarity_threshold=0.9), "preview": "1"})
+    page = response.content.decode()
+    assert "this team has no recent semantic lookups" in page
+    assert not TuningChange.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_global_preview_pools_teams_on_the_global_default(staff_client: Client) -> None:
+    follower, own = account_actions.create_team("Follower"), account_actions.create_team("Own")
+    actions.change_cache_policy(None, own, {"similarity_threshold": 0.95})
+    push(follower.pk, SAMPLES[:4])
+    push(own.pk, SAMPLES)
+    response = staff_client.post(reverse("dashboard:tuning"),
+                                 {**form_for(None, similarity_threshold=0.9), "preview": "1"})
+    assert "last 4 semantic lookups" in response.content.decode()
