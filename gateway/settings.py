@@ -10,6 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from gateway.channel_layer import channel_layers_for
 from gateway.env import env_bool, env_float, env_int, env_list, env_str, read_recorded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -120,12 +121,8 @@ REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 64, minimum=1)
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "sluice:asgi"},
-    }
-}
+# Its socket timeout outlasts channels-redis's blocking pop (gateway/channel_layer.py says why).
+CHANNEL_LAYERS = channel_layers_for(REDIS_URL, REDIS_CONNECT_TIMEOUT_S)
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ACKS_LATE = True

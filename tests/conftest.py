@@ -19,6 +19,7 @@ from gateway import embedded_redis
 from gateway.accounts import authentication
 from gateway.accounts.records import key_records, team_limits
 from gateway.api.deployments import catalog
+from gateway.channel_layer import channel_layers_for
 from gateway.redis_clients import reset_clients
 from inference.snapshot import fleet_view
 
@@ -41,10 +42,7 @@ def redis_url(redis_server: str, settings: object) -> Iterator[str]:
     """Point the platform at the test Redis and start every test from an empty one."""
     settings.REDIS_URL = redis_server  # type: ignore[attr-defined]
     settings.CACHE_REDIS_URL = redis_server  # type: ignore[attr-defined]
-    settings.CHANNEL_LAYERS = {  # type: ignore[attr-defined]
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                    "CONFIG": {"hosts": [redis_server], "prefix": "sluice:asgi"}},
-    }  # fmt: skip
+    settings.CHANNEL_LAYERS = channel_layers_for(redis_server)  # type: ignore[attr-defined]
     channel_layers.backends.clear()
     reset_clients()
     redis.Redis.from_url(redis_server).flushall()
