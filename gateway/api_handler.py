@@ -58,8 +58,9 @@ class ApiHandler(ASGIHandler):
         finally:
             body.close()
 
-    async def _respond_unless_client_leaves(self, request: HttpRequest, receive: Any,
-                                            send: Any) -> None:  # fmt: skip
+    async def _respond_unless_client_leaves(
+        self, request: HttpRequest, receive: Any, send: Any
+    ) -> None:
         """A client that disconnects cancels the view, which cancels the upstream request."""
         respond = asyncio.create_task(self._respond(request, send))
         leave = asyncio.create_task(self.listen_for_disconnect(receive))

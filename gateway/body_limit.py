@@ -21,8 +21,12 @@ class BodyTooLarge(Exception):
 
 
 def _too_large_body(limit: int) -> bytes:
-    error = {"message": f"Request body exceeds {limit} bytes.", "type": "invalid_request_error",
-             "param": None, "code": "request_too_large"}  # fmt: skip
+    error = {
+        "message": f"Request body exceeds {limit} bytes.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "request_too_large",
+    }
     return json.dumps({"error": error}).encode()
 
 
@@ -55,7 +59,14 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = _too_large_body(self.limit)
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -47,15 +47,23 @@ def redis_server_command(port: int, data_dir: Path, persistent: bool) -> list[st
     data_dir.mkdir(parents=True, exist_ok=True)
     return [
         str(binary),
-        "--port", str(port),
-        "--bind", "127.0.0.1",
-        "--protected-mode", "yes",
-        "--dir", str(data_dir),
-        "--save", "",
-        "--appendonly", "yes" if persistent else "no",
-        "--daemonize", "no",
-        "--loglevel", "warning",
-    ]  # fmt: skip
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--protected-mode",
+        "yes",
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",
+        "--appendonly",
+        "yes" if persistent else "no",
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+    ]
 
 
 def wait_until_ready(url: str, process: subprocess.Popen[bytes] | None = None) -> None:

@@ -49,6 +49,14 @@ async def readyz(request: HttpRequest) -> JsonResponse:
         try:
             body["routable_workers"] = sum(w.routable for w in await fleet_view.workers())
         except REDIS_FAILURES as exc:
-            return JsonResponse({"status": "not ready", "checks": {**results, "redis": (
-                f"error: {type(exc).__name__} (details in the server log)")}}, status=503)
+            return JsonResponse(
+                {
+                    "status": "not ready",
+                    "checks": {
+                        **results,
+                        "redis": (f"error: {type(exc).__name__} (details in the server log)"),
+                    },
+                },
+                status=503,
+            )
     return JsonResponse(body, status=200 if ready else 503)

@@ -22,10 +22,18 @@ from inference import embedded
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 300.0  # vLLM on two CPU cores takes a minute or more to start
 SERVERS = {
-    "uvicorn": ["-m", "uvicorn", "gateway.asgi:application", "--loop", "uvloop",
-                "--http", "httptools", "--no-access-log"],
+    "uvicorn": [
+        "-m",
+        "uvicorn",
+        "gateway.asgi:application",
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+    ],
     "daphne": ["-m", "daphne", "gateway.asgi:application"],
-}  # fmt: skip
+}
 
 
 def fail(message: str) -> "None":
@@ -119,33 +127,39 @@ def start_model_worker(supervisor: Supervisor, env: dict[str, str]) -> None:
     port = embedded_redis.free_port()
     device = embedded.detect_device()
     python = embedded.worker_python(BASE_DIR)
-    supervisor.start("vllm", embedded.worker_command(python, str(model_dir), port, device),
-                     embedded.worker_env(env))  # fmt: skip
+    supervisor.start(
+        "vllm",
+        embedded.worker_command(python, str(model_dir), port, device),
+        embedded.worker_env(env),
+    )
     url = f"http://127.0.0.1:{port}"
     workers = [w for w in env.get("SLUICE_WORKERS", "").split(",") if w]
     env["SLUICE_WORKERS"] = ",".join([*workers, f"{embedded.EMBEDDED_MODEL}@{url}"])
-    print(f"sluice: starting the {device} model worker at {url} "
-          "(about a minute on CPU)…", flush=True)  # fmt: skip
+    print(
+        f"sluice: starting the {device} model worker at {url} (about a minute on CPU)…", flush=True
+    )
 
 
 def banner(port: int, demo: dict[str, str]) -> str:
     base = f"http://127.0.0.1:{port}"
-    return "\n".join([
-        "",
-        "Sluice is ready.",
-        f"  Web chat:    {base}/   (admin pages at {base}/admin/)",
-        f"  Demo login:  {demo['username']} / {demo['password']}  (staff, admin of team "
-        f"'{demo['team']}'; rotated each start)",
-        f"  API key:     {demo['api_key']}  (shown once; rotated each start)",
-        f"  Try it:      curl -s {base}/v1/chat/completions -H 'Authorization: Bearer "
-        f"{demo['api_key']}' -H 'Content-Type: application/json' -d '{{\"model\": "
-        f"\"{demo['model']}\", \"messages\": [{{\"role\": \"user\", \"content\": "
-        f"\"What is the capital of France?\"}}], \"temperature\": 0}}'",
-        f"  Usage:       curl -s -H 'Authorization: Bearer {demo['api_key']}' "
-        f"{base}/api/v1/teams/{demo['team']}/usage/",
-        "  Ctrl-C stops everything.",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "",
+            "Sluice is ready.",
+            f"  Web chat:    {base}/   (admin pages at {base}/admin/)",
+            f"  Demo login:  {demo['username']} / {demo['password']}  (staff, admin of team "
+            f"'{demo['team']}'; rotated each start)",
+            f"  API key:     {demo['api_key']}  (shown once; rotated each start)",
+            f"  Try it:      curl -s {base}/v1/chat/completions -H 'Authorization: Bearer "
+            f"{demo['api_key']}' -H 'Content-Type: application/json' -d '{{\"model\": "
+            f'"{demo["model"]}", "messages": [{{"role": "user", "content": '
+            f'"What is the capital of France?"}}], "temperature": 0}}\'',
+            f"  Usage:       curl -s -H 'Authorization: Bearer {demo['api_key']}' "
+            f"{base}/api/v1/teams/{demo['team']}/usage/",
+            "  Ctrl-C stops everything.",
+            "",
+        ]
+    )
 
 
 def main() -> int:
@@ -178,15 +192,20 @@ def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, 
     if wait_for_ready(supervisor, f"http://127.0.0.1:{port}/readyz", embedded_worker):
         print(banner(port, demo), flush=True)
     elif not supervisor.stopping and supervisor.first_exited() is None:
-        print(f"sluice: not ready after {READY_TIMEOUT_S:.0f} s (no model worker in rotation); "
-              "still running, see the log above", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"sluice: not ready after {READY_TIMEOUT_S:.0f} s (no model worker in rotation); "
+            "still running, see the log above",
+            file=sys.stderr,
+            flush=True,
+        )
     return supervisor.wait()
 
 
 def start_platform(supervisor: Supervisor, env: dict[str, str], port: int, var: Path) -> None:
     supervisor.start("web", server_command(port), env)
-    supervisor.start("scraper", [sys.executable, str(BASE_DIR / "manage.py"), "scrape_workers"],
-                     env)  # fmt: skip
+    supervisor.start(
+        "scraper", [sys.executable, str(BASE_DIR / "manage.py"), "scrape_workers"], env
+    )
     celery = [sys.executable, "-m", "celery", "-A", "gateway"]
     supervisor.start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"], env)
     schedule = str(var / "celerybeat-schedule")

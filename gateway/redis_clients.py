@@ -71,12 +71,14 @@ def sync_cache_redis() -> redis.Redis:
         with _sync_lock:
             if _sync_cache_client is None:
                 _sync_cache_client = redis.Redis.from_url(
-                    settings.CACHE_REDIS_URL or redis_url(), **_client_options())
+                    settings.CACHE_REDIS_URL or redis_url(), **_client_options()
+                )
     return _sync_cache_client
 
 
-def _async_client(url: str, registry: "weakref.WeakKeyDictionary[Any, aioredis.Redis]"
-                  ) -> aioredis.Redis:  # fmt: skip
+def _async_client(
+    url: str, registry: "weakref.WeakKeyDictionary[Any, aioredis.Redis]"
+) -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = registry.get(loop)
     if client is None:

@@ -114,8 +114,9 @@ CACHE_MEMORY_BUDGET_BYTES = env_int("CACHE_MEMORY_BUDGET_BYTES", 64 * 1024 * 102
 # Identical deterministic requests arriving while one generates share its stream.
 CACHE_COALESCE_ENABLED = env_bool("CACHE_COALESCE_ENABLED", True)
 # all-MiniLM-L6-v2 exported to ONNX by `make worker` (inference/prepare_embedder.py).
-EMBEDDING_MODEL_DIR = Path(env_str("EMBEDDING_MODEL_DIR",
-                                   str(BASE_DIR / "var" / "models" / "all-minilm-l6-v2-onnx")))
+EMBEDDING_MODEL_DIR = Path(
+    env_str("EMBEDDING_MODEL_DIR", str(BASE_DIR / "var" / "models" / "all-minilm-l6-v2-onnx"))
+)
 # Short timeouts: admission must fail closed with a 503, never hang on a dead Redis.
 REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)

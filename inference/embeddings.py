@@ -45,8 +45,9 @@ class Embedder(ABC):
 class OnnxMiniLM(Embedder):
     dimensions = 384
 
-    def __init__(self, model_dir: Path, max_batch_size: int = 32,
-                 model_file: str = "model.onnx") -> None:  # fmt: skip
+    def __init__(
+        self, model_dir: Path, max_batch_size: int = 32, model_file: str = "model.onnx"
+    ) -> None:
         if not (model_dir / ".prepared").exists() or not (model_dir / model_file).exists():
             raise EmbedderUnavailable(f"no embedding model in {model_dir}; run `make worker`")
         options = onnxruntime.SessionOptions()
@@ -54,13 +55,15 @@ class OnnxMiniLM(Embedder):
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(
-            str(model_dir / model_file), options, providers=["CPUExecutionProvider"])
+            str(model_dir / model_file), options, providers=["CPUExecutionProvider"]
+        )
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.enable_padding()
         self.max_batch_size = max_batch_size
         self._batchers: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, MicroBatcher[str, Vector]] = weakref.WeakKeyDictionary()
+            asyncio.AbstractEventLoop, MicroBatcher[str, Vector]
+        ] = weakref.WeakKeyDictionary()
 
     def embed_batch(self, texts: list[str]) -> list[Vector]:
         """Mean of the token states over the real tokens, then unit length (as
@@ -68,8 +71,9 @@ class OnnxMiniLM(Embedder):
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        states = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                          "token_type_ids": np.zeros_like(ids)})[0]  # fmt: skip
+        states = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -79,8 +83,9 @@ class OnnxMiniLM(Embedder):
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            batcher = MicroBatcher(self._run_batch, self.max_batch_size, max_wait_ms=0,
-                                   max_in_flight=1)  # fmt: skip
+            batcher = MicroBatcher(
+                self._run_batch, self.max_batch_size, max_wait_ms=0, max_in_flight=1
+            )
             self._batchers[loop] = batcher
         return await batcher.submit(text)
 

@@ -29,11 +29,21 @@ def register_worker(
     url = url.rstrip("/")
     worker, created = Worker.objects.update_or_create(
         url=url,
-        defaults={"deployment": deployment, "registered_by": registered_by,
-                  "labels": labels or {}, "state": state, "state_changed_at": timezone.now()},
-    )  # fmt: skip
-    logger.info("%s worker %s for %s (%s)", "registered" if created else "re-registered",
-                url, deployment.name, registered_by)  # fmt: skip
+        defaults={
+            "deployment": deployment,
+            "registered_by": registered_by,
+            "labels": labels or {},
+            "state": state,
+            "state_changed_at": timezone.now(),
+        },
+    )
+    logger.info(
+        "%s worker %s for %s (%s)",
+        "registered" if created else "re-registered",
+        url,
+        deployment.name,
+        registered_by,
+    )
     return worker
 
 
@@ -60,8 +70,10 @@ def parse_worker_setting(value: str) -> list[tuple[str, str]]:
 def register_workers_from_settings() -> list[Worker]:
     """Register SLUICE_WORKERS; workers an earlier setting named (old ports) become dead."""
     pairs = parse_worker_setting(settings.SLUICE_WORKERS)
-    workers = [register_worker(ensure_deployment(model), url, registered_by="settings")
-               for model, url in pairs]  # fmt: skip
+    workers = [
+        register_worker(ensure_deployment(model), url, registered_by="settings")
+        for model, url in pairs
+    ]
     current = [w.url for w in workers]
     for stale in Worker.objects.filter(registered_by="settings").exclude(url__in=current):
         set_worker_state(stale, Worker.State.DEAD, "no longer in SLUICE_WORKERS")

@@ -41,9 +41,11 @@ class ModelDeployment(models.Model):
         help_text="requests the gateway keeps in flight on each worker (its batch target)",
     )
     routing_policy = models.CharField(
-        max_length=20, choices=RoutingPolicy.choices, default=RoutingPolicy.PREFIX_AWARE,
+        max_length=20,
+        choices=RoutingPolicy.choices,
+        default=RoutingPolicy.PREFIX_AWARE,
         help_text="how requests pick a worker; gateways follow a change within seconds",
-    )  # fmt: skip
+    )
 
     class Meta:
         ordering = ["name"]

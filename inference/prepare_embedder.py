@@ -50,26 +50,35 @@ def export(source: Path, target: Path) -> None:
             self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state  # fmt: skip
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     model = AutoModel.from_pretrained(str(source)).eval()
-    sample = tokenizer(["a short one", "and a somewhat longer sentence"], padding=True,
-                       return_tensors="pt")  # fmt: skip
+    sample = tokenizer(
+        ["a short one", "and a somewhat longer sentence"], padding=True, return_tensors="pt"
+    )
     dynamic = {name: {0: "batch", 1: "tokens"} for name in [*INPUTS, "last_hidden_state"]}
-    torch.onnx.export(LastHiddenState(model), tuple(sample[name] for name in INPUTS),
-                      str(target / "model-fp32.onnx"), input_names=INPUTS,
-                      output_names=["last_hidden_state"], dynamic_axes=dynamic,
-                      opset_version=17, dynamo=False)  # fmt: skip
+    torch.onnx.export(
+        LastHiddenState(model),
+        tuple(sample[name] for name in INPUTS),
+        str(target / "model-fp32.onnx"),
+        input_names=INPUTS,
+        output_names=["last_hidden_state"],
+        dynamic_axes=dynamic,
+        opset_version=17,
+        dynamo=False,
+    )
     shutil.copy(source / "tokenizer.json", target / "tokenizer.json")
 
 
 def quantize(target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(target / "model-fp32.onnx"), str(target / "model.onnx"),
-                     weight_type=QuantType.QInt8)  # fmt: skip
+    quantize_dynamic(
+        str(target / "model-fp32.onnx"), str(target / "model.onnx"), weight_type=QuantType.QInt8
+    )
 
 
 def main() -> None:

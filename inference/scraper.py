@@ -67,17 +67,27 @@ class Scraper:
                 track.ttft = (histogram_quantile(delta, 0.5), histogram_quantile(delta, 0.99))
             track.ttft_buckets = reading.ttft_buckets
         return WorkerView(
-            id=worker.pk, url=worker.url, deployment=worker.deployment.name,
-            upstream_model=worker.deployment.upstream_model, state=worker.state,
-            max_in_flight=worker.deployment.max_in_flight_per_worker, labels=worker.labels,
-            healthy=track.healthy, running=reading.running if reading else 0.0,
+            id=worker.pk,
+            url=worker.url,
+            deployment=worker.deployment.name,
+            upstream_model=worker.deployment.upstream_model,
+            state=worker.state,
+            max_in_flight=worker.deployment.max_in_flight_per_worker,
+            labels=worker.labels,
+            healthy=track.healthy,
+            running=reading.running if reading else 0.0,
             waiting=reading.waiting if reading else 0.0,
             kv_usage=reading.kv_usage if reading else 0.0,
-            prefix_hit_rate=(reading.prefix_hits / reading.prefix_queries
-                             if reading and reading.prefix_queries else None),
-            ttft_p50_s=track.ttft[0], ttft_p99_s=track.ttft[1], scraped_at=time.time(),
+            prefix_hit_rate=(
+                reading.prefix_hits / reading.prefix_queries
+                if reading and reading.prefix_queries
+                else None
+            ),
+            ttft_p50_s=track.ttft[0],
+            ttft_p99_s=track.ttft[1],
+            scraped_at=time.time(),
             error=error,
-        )  # fmt: skip
+        )
 
     async def _update_health(
         self, worker: Worker, track: HealthTrack, ok: bool, error: str
@@ -89,8 +99,13 @@ class Scraper:
             if first or track.healthy != ok:
                 level = logging.INFO if ok else logging.WARNING
                 detail = f" ({error})" if error else ""
-                logger.log(level, "worker %s is %s%s", worker.url,
-                           "healthy" if ok else "unhealthy, out of rotation", detail)  # fmt: skip
+                logger.log(
+                    level,
+                    "worker %s is %s%s",
+                    worker.url,
+                    "healthy" if ok else "unhealthy, out of rotation",
+                    detail,
+                )
             track.healthy, track.streak = ok, 0
         if ok and worker.state == Worker.State.STARTING:
             promote = sync_to_async(fleet.set_worker_state)

@@ -41,11 +41,14 @@ def sample_from_views(views: Iterable[WorkerView], now: float) -> Sample:
     shares = [max(v.running / max(v.max_in_flight, 1), v.kv_usage) for v in ready]
     slow = [v.ttft_p99_s for v in ready if v.ttft_p99_s is not None]
     starting = sum(1 for v in views if v.state == "starting")
-    return Sample(at=now, utilisation=min(sum(shares) / len(shares), 1.0) if shares else 0.0,
-                  queue=sum(v.waiting for v in live),
-                  demand=sum(v.running + v.waiting for v in live),
-                  ttft_p99_s=max(slow) if slow else None,
-                  serving=len(ready) + starting)  # fmt: skip
+    return Sample(
+        at=now,
+        utilisation=min(sum(shares) / len(shares), 1.0) if shares else 0.0,
+        queue=sum(v.waiting for v in live),
+        demand=sum(v.running + v.waiting for v in live),
+        ttft_p99_s=max(slow) if slow else None,
+        serving=len(ready) + starting,
+    )
 
 
 class History:
@@ -56,8 +59,12 @@ class History:
 
     def record(self, deployment: str, sample: Sample) -> None:
         bucket = bucket_start(sample.at, self.forecaster.bucket_s)
-        expired = [bucket_start(sample.at - RETAIN_S - k * self.forecaster.bucket_s,
-                                self.forecaster.bucket_s) for k in range(12)]  # fmt: skip
+        expired = [
+            bucket_start(
+                sample.at - RETAIN_S - k * self.forecaster.bucket_s, self.forecaster.bucket_s
+            )
+            for k in range(12)
+        ]
         pipe = self.client.pipeline(transaction=False)
         pipe.rpush(samples_key(deployment), json.dumps(asdict(sample)))
         pipe.hincrbyfloat(buckets_key(deployment), f"{bucket}:s", sample.demand)
@@ -82,9 +89,13 @@ class History:
     def buckets(self, deployment: str, now: float, horizon_s: float) -> dict[int, float]:
         """The buckets the forecast reads: around now - period, over the horizon."""
         size = self.forecaster.bucket_s
-        wanted = sorted({bucket_start(now - period + offset, size)
-                         for period in self.forecaster.periods
-                         for offset in _offsets(horizon_s, size)})  # fmt: skip
+        wanted = sorted(
+            {
+                bucket_start(now - period + offset, size)
+                for period in self.forecaster.periods
+                for offset in _offsets(horizon_s, size)
+            }
+        )
         if not wanted:
             return {}
         fields = [f"{b}:{f}" for b in wanted for f in "sn"]

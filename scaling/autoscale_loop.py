@@ -61,8 +61,13 @@ class LeaderLock:
 
 
 class AutoscaleLoop:
-    def __init__(self, actuator: Actuator, client: redis.Redis, tick_s: float = 15.0,
-                 forecaster: Forecaster | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        actuator: Actuator,
+        client: redis.Redis,
+        tick_s: float = 15.0,
+        forecaster: Forecaster | None = None,
+    ) -> None:
         self.actuator, self.client, self.tick_s = actuator, client, tick_s
         self.forecaster = forecaster or Forecaster()
         self.history = History(client, self.forecaster)
@@ -81,18 +86,24 @@ class AutoscaleLoop:
                 out.append(row)
         return out
 
-    def tick_deployment(self, policy: AutoscalePolicy, views: list[WorkerView],
-                        now: float) -> ScalingDecision | None:  # fmt: skip
+    def tick_deployment(
+        self, policy: AutoscalePolicy, views: list[WorkerView], now: float
+    ) -> ScalingDecision | None:
         deployment = policy.deployment
         self.actuator.reconcile(deployment)
-        workers = list(Worker.objects.filter(deployment=deployment)
-                       .exclude(state=Worker.State.DEAD))  # fmt: skip
+        workers = list(
+            Worker.objects.filter(deployment=deployment).exclude(state=Worker.State.DEAD)
+        )
         mine = {v.id: v for v in views if v.deployment == deployment.name}
-        stale = [w.url for w in workers if w.state in ("ready", "draining")
-                 and not _fresh(mine.get(w.pk), now)]  # fmt: skip
+        stale = [
+            w.url
+            for w in workers
+            if w.state in ("ready", "draining") and not _fresh(mine.get(w.pk), now)
+        ]
         if stale:
-            return record(deployment, _stale(len([w for w in workers if w.state == "ready"]),
-                                             stale), now)  # fmt: skip
+            return record(
+                deployment, _stale(len([w for w in workers if w.state == "ready"]), stale), now
+            )
         spec = policy_spec(policy)
         self.history.record(deployment.name, sample_from_views(mine.values(), now))
         samples = self.history.samples(deployment.name)
@@ -106,19 +117,29 @@ class AutoscaleLoop:
         if decision.changes_fleet and not self.lock.held():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
             return None
-        error = self.actuate(deployment, decision, {w.pk: w for w in workers}, state) \
-            if decision.changes_fleet else ""
-        return record(deployment, decision, now, actuated=decision.changes_fleet and not error,
-                      error=error)  # fmt: skip
+        error = (
+            self.actuate(deployment, decision, {w.pk: w for w in workers}, state)
+            if decision.changes_fleet
+            else ""
+        )
+        return record(
+            deployment, decision, now, actuated=decision.changes_fleet and not error, error=error
+        )
 
-    def actuate(self, deployment: ModelDeployment, decision: Decision,
-                workers: dict[int, Worker], state: FleetState) -> str:  # fmt: skip
+    def actuate(
+        self,
+        deployment: ModelDeployment,
+        decision: Decision,
+        workers: dict[int, Worker],
+        state: FleetState,
+    ) -> str:
         """Carry the decision out; the first failure stops it and is returned."""
         healthy = {w.id for w in state.workers if w.healthy}
         try:
             for worker_id in decision.promote:  # one still loading waits for the scraper
-                _set(workers[worker_id], "ready" if worker_id in healthy else "starting",
-                     "scale up")  # fmt: skip
+                _set(
+                    workers[worker_id], "ready" if worker_id in healthy else "starting", "scale up"
+                )
             for _ in range(decision.start):
                 self.actuator.start_replica(deployment, spot=decision.spot)
             for _ in range(decision.start_warm):
@@ -144,12 +165,18 @@ def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetSta
     states = []
     for w in workers:
         view = views.get(w.pk)
-        states.append(WorkerState(
-            id=w.pk, state=w.state, in_flight=(view.running + view.waiting) if view else 0.0,
-            healthy=bool(view and view.healthy), spot=bool(w.labels.get("spot")),
-            since=w.state_changed_at.timestamp(), observed_at=view.scraped_at if view else 0.0,
-            managed=w.registered_by.startswith("autoscaler"),
-        ))  # fmt: skip
+        states.append(
+            WorkerState(
+                id=w.pk,
+                state=w.state,
+                in_flight=(view.running + view.waiting) if view else 0.0,
+                healthy=bool(view and view.healthy),
+                spot=bool(w.labels.get("spot")),
+                since=w.state_changed_at.timestamp(),
+                observed_at=view.scraped_at if view else 0.0,
+                managed=w.registered_by.startswith("autoscaler"),
+            )
+        )
     return FleetState(workers=tuple(states))
 
 
@@ -158,10 +185,14 @@ def _fresh(view: WorkerView | None, now: float) -> bool:
 
 
 def _stale(serving: int, urls: list[str]) -> Decision:
-    return Decision(action="hold", rule="stale_metrics", from_replicas=serving,
-                    to_replicas=serving,
-                    reason=f"no fresh metrics for {', '.join(urls[:5])}: is `manage.py "
-                           "scrape_workers` running? Not acting on old numbers.")  # fmt: skip
+    return Decision(
+        action="hold",
+        rule="stale_metrics",
+        from_replicas=serving,
+        to_replicas=serving,
+        reason=f"no fresh metrics for {', '.join(urls[:5])}: is `manage.py "
+        "scrape_workers` running? Not acting on old numbers.",
+    )
 
 
 def _set(worker: Worker, state: str, reason: str) -> None:

@@ -35,15 +35,20 @@ def pick_drains(fleet: FleetState, count: int) -> tuple[int, ...]:
     started (SLUICE_WORKERS, the admin): the autoscaler could not stop them."""
     if count <= 0:
         return ()
-    ready = sorted((w for w in fleet.in_state(READY) if w.managed),
-                   key=lambda w: (w.in_flight, -w.since))  # fmt: skip
+    ready = sorted(
+        (w for w in fleet.in_state(READY) if w.managed), key=lambda w: (w.in_flight, -w.since)
+    )
     return tuple(w.id for w in ready[:count])
 
 
 def drained(worker: WorkerState) -> bool:
     """Safe to stop: draining, reachable, and idle in a scrape taken after the drain began."""
-    return (worker.state == DRAINING and worker.healthy and worker.in_flight == 0
-            and worker.observed_at > worker.since)  # fmt: skip
+    return (
+        worker.state == DRAINING
+        and worker.healthy
+        and worker.in_flight == 0
+        and worker.observed_at > worker.since
+    )
 
 
 def with_warm_pool(policy: PolicySpec, fleet: FleetState, decision: Decision) -> Decision:
@@ -57,8 +62,10 @@ def with_warm_pool(policy: PolicySpec, fleet: FleetState, decision: Decision) ->
     start_warm = short - len(to_warm)
     excess = len(warm) - policy.warm_pool
     if excess > 0:
-        loaded = sorted((w for w in warm if w.healthy and w.managed and w.in_flight == 0),
-                        key=lambda w: -w.since)  # fmt: skip
+        loaded = sorted(
+            (w for w in warm if w.healthy and w.managed and w.in_flight == 0),
+            key=lambda w: -w.since,
+        )
         stop += tuple(w.id for w in loaded[:excess])
     if not (to_warm or stop or start_warm):
         return decision
@@ -66,9 +73,15 @@ def with_warm_pool(policy: PolicySpec, fleet: FleetState, decision: Decision) ->
     if action == "hold":
         action = "warm" if (to_warm or start_warm or excess > 0) else "drain"
     note = _pool_note(to_warm, start_warm, stop)
-    return replace(decision, action=action, to_warm=to_warm, start_warm=start_warm,
-                   stop=decision.stop + stop, spot=policy.spot,
-                   reason=f"{decision.reason}; {note}")  # fmt: skip
+    return replace(
+        decision,
+        action=action,
+        to_warm=to_warm,
+        start_warm=start_warm,
+        stop=decision.stop + stop,
+        spot=policy.spot,
+        reason=f"{decision.reason}; {note}",
+    )
 
 
 def _pool_note(to_warm: tuple[int, ...], start_warm: int, stop: tuple[int, ...]) -> str:

@@ -47,9 +47,11 @@ class ReplayResult:
     def reversals(self) -> int:
         """Direction changes (up then down, or down then up) within REVERSAL_WINDOW_S."""
         steps = [e for e in self.events if e["action"] in ("up", "down")]
-        return sum(1 for a, b in itertools.pairwise(steps)
-                   if a["action"] != b["action"]
-                   and b["t"] - a["t"] < REVERSAL_WINDOW_S)  # fmt: skip
+        return sum(
+            1
+            for a, b in itertools.pairwise(steps)
+            if a["action"] != b["action"] and b["t"] - a["t"] < REVERSAL_WINDOW_S
+        )
 
 
 class Controller:
@@ -76,8 +78,9 @@ class Controller:
 class AutoscalerController(Controller):
     """The production decide() and forecast, ticking every tick_s of simulated time."""
 
-    def __init__(self, policy: PolicySpec, forecaster: Forecaster | None = None,
-                 tick_s: int = 15) -> None:  # fmt: skip
+    def __init__(
+        self, policy: PolicySpec, forecaster: Forecaster | None = None, tick_s: int = 15
+    ) -> None:
         self.policy, self.tick_s = policy, tick_s
         self.forecaster = forecaster or Forecaster()
         self.name = policy.mode
@@ -104,10 +107,14 @@ class AutoscalerController(Controller):
         apply(decision, fleet, t, service_s)
         if decision.action in ("up", "down"):
             self.decisions.append(decision)
-            self.record(t, decision.action, decision.from_replicas, decision.to_replicas,
-                        decision.rule)  # fmt: skip
-            self.last = (LastActions(up_at=t, down_at=self.last.down_at) if decision.action == "up"
-                         else LastActions(up_at=self.last.up_at, down_at=t))  # fmt: skip
+            self.record(
+                t, decision.action, decision.from_replicas, decision.to_replicas, decision.rule
+            )
+            self.last = (
+                LastActions(up_at=t, down_at=self.last.down_at)
+                if decision.action == "up"
+                else LastActions(up_at=self.last.up_at, down_at=t)
+            )
 
     def _bucket(self, sample: Sample) -> None:
         key = bucket_start(sample.at, self.forecaster.bucket_s)
@@ -144,8 +151,9 @@ class OracleController(Controller):
                 if drained(worker):
                     fleet.stop(worker.id, t)
         serving = fleet.serving()
-        ahead = self.start_for[min(second + int(self.model.startup_time_s),
-                                   len(self.start_for) - 1)]  # fmt: skip
+        ahead = self.start_for[
+            min(second + int(self.model.startup_time_s), len(self.start_for) - 1)
+        ]
         if serving < ahead:
             for _ in range(ahead - serving):
                 fleet.start(t, spot=self.policy.spot)
@@ -175,9 +183,16 @@ def apply(decision: Decision, fleet: SimFleet, t: float, service_s: float) -> No
         fleet.stop(worker_id, t)
 
 
-def replay(demand: Demand, model: FleetModel, controller: Controller, policy: PolicySpec,
-           seed: int = 0, measure_from_s: float = 0.0, tail_s: int = 600,
-           warmup_s: int = 900) -> ReplayResult:  # fmt: skip
+def replay(
+    demand: Demand,
+    model: FleetModel,
+    controller: Controller,
+    policy: PolicySpec,
+    seed: int = 0,
+    measure_from_s: float = 0.0,
+    tail_s: int = 600,
+    warmup_s: int = 900,
+) -> ReplayResult:
     """Run the trace (Poisson arrivals, seeded: every controller sees the same requests)."""
     rng = np.random.default_rng(seed)
     counts = rng.poisson(np.asarray(demand.rate)).tolist()
@@ -221,8 +236,9 @@ def _service(demand: Demand, model: FleetModel, second: int) -> float:
     return model.base_ttft_s + model.per_token_s * (tokens or 200)
 
 
-def _initial_fleet(fleet: SimFleet, demand: Demand, model: FleetModel, controller: Controller,
-                   at: float) -> None:  # fmt: skip
+def _initial_fleet(
+    fleet: SimFleet, demand: Demand, model: FleetModel, controller: Controller, at: float
+) -> None:
     """Start as a fleet that was already sized for the trace's first minute."""
     policy = controller.policy
     expected = max(demand.in_flight(t, model.base_ttft_s, model.per_token_s) for t in range(60))

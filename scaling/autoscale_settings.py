@@ -26,6 +26,9 @@ def actuator_from_settings(kind: str | None = None) -> Actuator:
         profile = setting("AUTOSCALE_SIM_PROFILE", "h100-llama3-8b")
         worker = setting("AUTOSCALE_LOCAL_WORKER", "sim")
         return build_actuator("local", worker=worker, sim_profile=profile)
-    return build_actuator(kind, namespace=setting("AUTOSCALE_K8S_NAMESPACE", "sluice"),
-                          name_template=setting("AUTOSCALE_K8S_NAME", "vllm-{name}"),
-                          port=int(setting("AUTOSCALE_K8S_PORT", "8000")))  # fmt: skip
+    return build_actuator(
+        kind,
+        namespace=setting("AUTOSCALE_K8S_NAMESPACE", "sluice"),
+        name_template=setting("AUTOSCALE_K8S_NAME", "vllm-{name}"),
+        port=int(setting("AUTOSCALE_K8S_PORT", "8000")),
+    )

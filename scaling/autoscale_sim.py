@@ -149,8 +149,14 @@ class SimFleet:
         p99 = _weighted_quantile(self.recent_ttft, 0.99)
         self.recent_ttft = []
         serving = ready + len(self.by_state[STARTING])
-        return Sample(at=t, utilisation=utilisation, queue=queued, demand=streams + queued,
-                      ttft_p99_s=p99, serving=serving)  # fmt: skip
+        return Sample(
+            at=t,
+            utilisation=utilisation,
+            queue=queued,
+            demand=streams + queued,
+            ttft_p99_s=p99,
+            serving=serving,
+        )
 
     def fleet_state(self, t: float) -> FleetState:
         ready = self.ready()
@@ -158,9 +164,17 @@ class SimFleet:
         views = []
         for w in self.workers.values():
             in_flight = per_ready if w.state == READY else self._left(w, t)
-            views.append(WorkerState(id=w.id, state=w.state, in_flight=in_flight,
-                                     healthy=t >= w.loaded_at, spot=w.spot, since=w.since,
-                                     observed_at=t))  # fmt: skip
+            views.append(
+                WorkerState(
+                    id=w.id,
+                    state=w.state,
+                    in_flight=in_flight,
+                    healthy=t >= w.loaded_at,
+                    spot=w.spot,
+                    since=w.since,
+                    observed_at=t,
+                )
+            )
         return FleetState(workers=tuple(views))
 
     def _left(self, worker: SimWorker, t: float) -> float:
@@ -173,8 +187,13 @@ class SimFleet:
     # what an actuator does
 
     def start(self, t: float, warm: bool = False, spot: bool = False) -> int:
-        worker = SimWorker(id=self._next_id, state=WARM if warm else STARTING, since=t,
-                           loaded_at=t + self.model.startup_time_s, spot=spot)  # fmt: skip
+        worker = SimWorker(
+            id=self._next_id,
+            state=WARM if warm else STARTING,
+            since=t,
+            loaded_at=t + self.model.startup_time_s,
+            spot=spot,
+        )
         self.workers[worker.id] = worker
         self.by_state[worker.state].add(worker.id)
         self.any_spot = self.any_spot or spot

@@ -66,8 +66,9 @@ def load_trace(path: Path) -> Demand:
     return Demand(rate=rate, output_tokens=output, meta=meta, tenants=tenants)
 
 
-def _add(event: dict[str, Any], rate: list[float], tokens: list[float],
-         tenants: dict[str, float]) -> None:  # fmt: skip
+def _add(
+    event: dict[str, Any], rate: list[float], tokens: list[float], tenants: dict[str, float]
+) -> None:
     """Spread a segment's rate over its seconds (tokens kept as a rate-weighted sum)."""
     start, duration = float(event["at"]), float(event.get("duration", 0))
     rps = float(event["rps"]) if "rps" in event else None

@@ -43,11 +43,14 @@ def launch(t: float) -> float:
     return 300 + (10_000 * decay - 300) * ramp
 
 
-def segments(rate: Callable[[float], float], hours: float, step: int = SEGMENT_S,
-             **fields: Any) -> list[dict[str, Any]]:  # fmt: skip
+def segments(
+    rate: Callable[[float], float], hours: float, step: int = SEGMENT_S, **fields: Any
+) -> list[dict[str, Any]]:
     """Piecewise-constant segments, each at the rate in its middle."""
-    return [{"at": t, "duration": step, "rps": round(rate(t + step / 2), 3), **fields}
-            for t in range(0, int(hours * HOUR), step)]  # fmt: skip
+    return [
+        {"at": t, "duration": step, "rps": round(rate(t + step / 2), 3), **fields}
+        for t in range(0, int(hours * HOUR), step)
+    ]
 
 
 def diurnal_rate() -> Callable[[float], float]:
@@ -56,35 +59,61 @@ def diurnal_rate() -> Callable[[float], float]:
 
 
 def multitenant() -> list[dict[str, Any]]:
-    teams = [("acme", "acme-support-v3", 1200, 250, 11.0),
-             ("globex", "globex-rag", 3000, 120, 12.5),
-             ("initech", "initech-code", 1800, 400, 14.0)]
+    teams = [
+        ("acme", "acme-support-v3", 1200, 250, 11.0),
+        ("globex", "globex-rag", 3000, 120, 12.5),
+        ("initech", "initech-code", 1800, 400, 14.0),
+    ]
     lines: list[dict[str, Any]] = []
     for team, prefix, prefix_tokens, rps, peak_hour in teams:
+
         def rate(t: float, rps: float = rps, peak: float = peak_hour) -> float:
             return rps * (0.3 + 0.7 * math.exp(-((((t / HOUR) + 10.0 - peak) / 0.8) ** 2)))
 
-        lines += segments(rate, 3, step=60, tenant=team, prefix=prefix,
-                          prefix_tokens=prefix_tokens, prompt_tokens=prefix_tokens + 150,
-                          output_tokens=180)  # fmt: skip
+        lines += segments(
+            rate,
+            3,
+            step=60,
+            tenant=team,
+            prefix=prefix,
+            prefix_tokens=prefix_tokens,
+            prompt_tokens=prefix_tokens + 150,
+            output_tokens=180,
+        )
     return sorted(lines, key=lambda line: (line["at"], line["tenant"]))
 
 
 def traces() -> dict[str, list[dict[str, Any]]]:
     common = {"prompt_tokens": 600, "output_tokens": 200}
     return {
-        "steady": [{"trace": "steady", "description": "6 h at a constant 400 req/s",
-                    "ttft_target_s": 1.0},
-                   *segments(lambda t: 400.0, 6, step=60, **common)],
-        "diurnal": [{"trace": "diurnal", "ttft_target_s": 1.0,
-                     "description": "3 days of office-hours traffic, peak ~3,000 req/s"},
-                    *segments(diurnal_rate(), 72, step=60, **common)],
-        "spike": [{"trace": "spike", "ttft_target_s": 1.0,
-                   "description": "launch day: 300 -> 10,000 req/s in ~20 min at 1.5 h"},
-                  *segments(launch, 6, step=60, **common)],
-        "multitenant": [{"trace": "multitenant", "ttft_target_s": 1.0,
-                         "description": "three teams, shared system prompts (prefix ids)"},
-                        *multitenant()],
+        "steady": [
+            {"trace": "steady", "description": "6 h at a constant 400 req/s", "ttft_target_s": 1.0},
+            *segments(lambda t: 400.0, 6, step=60, **common),
+        ],
+        "diurnal": [
+            {
+                "trace": "diurnal",
+                "ttft_target_s": 1.0,
+                "description": "3 days of office-hours traffic, peak ~3,000 req/s",
+            },
+            *segments(diurnal_rate(), 72, step=60, **common),
+        ],
+        "spike": [
+            {
+                "trace": "spike",
+                "ttft_target_s": 1.0,
+                "description": "launch day: 300 -> 10,000 req/s in ~20 min at 1.5 h",
+            },
+            *segments(launch, 6, step=60, **common),
+        ],
+        "multitenant": [
+            {
+                "trace": "multitenant",
+                "ttft_target_s": 1.0,
+                "description": "three teams, shared system prompts (prefix ids)",
+            },
+            *multitenant(),
+        ],
     }
 
 

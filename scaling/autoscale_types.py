@@ -121,5 +121,6 @@ class Decision:
 
     @property
     def changes_fleet(self) -> bool:
-        return bool(self.promote or self.start or self.start_warm or self.drain or self.stop
-                    or self.to_warm)
+        return bool(
+            self.promote or self.start or self.start_warm or self.drain or self.stop or self.to_warm
+        )

@@ -77,16 +77,34 @@ def held_for(history: Sequence[Sample], now: float, condition: Callable[[Sample]
     return 0.0 if since is None else now - since
 
 
-def _scale(policy: PolicySpec, history: Sequence[Sample], fleet: FleetState, now: float,
-           last: LastActions, forecast: Forecast | None) -> Decision:  # fmt: skip
+def _scale(
+    policy: PolicySpec,
+    history: Sequence[Sample],
+    fleet: FleetState,
+    now: float,
+    last: LastActions,
+    forecast: Forecast | None,
+) -> Decision:
     n = fleet.serving
     base = _inputs(policy, history, fleet, forecast)
     if n < policy.min_replicas:
-        return _up(policy, fleet, policy.min_replicas, "min_replicas",
-                   f"{n} serving is below min_replicas {policy.min_replicas}", base)  # fmt: skip
+        return _up(
+            policy,
+            fleet,
+            policy.min_replicas,
+            "min_replicas",
+            f"{n} serving is below min_replicas {policy.min_replicas}",
+            base,
+        )
     if n > policy.max_replicas:
-        return _down(policy, fleet, policy.max_replicas, "max_replicas",
-                     f"{n} serving is above max_replicas {policy.max_replicas}", base)  # fmt: skip
+        return _down(
+            policy,
+            fleet,
+            policy.max_replicas,
+            "max_replicas",
+            f"{n} serving is above max_replicas {policy.max_replicas}",
+            base,
+        )
     if not history:
         return _hold(n, "no_samples", "no samples yet: nothing measured to act on", base)
     up = _up_trigger(policy, history, n, now, forecast)
@@ -107,47 +125,69 @@ def _up_condition(policy: PolicySpec) -> Callable[[Sample], bool]:
     return over
 
 
-def _up_trigger(policy: PolicySpec, history: Sequence[Sample], n: int, now: float,
-                forecast: Forecast | None) -> tuple[str, str] | None:  # fmt: skip
+def _up_trigger(
+    policy: PolicySpec, history: Sequence[Sample], n: int, now: float, forecast: Forecast | None
+) -> tuple[str, str] | None:
     latest = history[-1]
     if n == 0 and latest.demand > 0:
         return "from_zero", f"{latest.demand:.0f} requests in flight and no replica serving"
     held = held_for(history, now, _up_condition(policy))
     if held >= policy.scale_up_window_s:
-        return "sustained_up", f"{_over_signals(policy, latest)} for {held:.0f} s " \
-                               f"(window {policy.scale_up_window_s:.0f} s)"
+        return (
+            "sustained_up",
+            f"{_over_signals(policy, latest)} for {held:.0f} s "
+            f"(window {policy.scale_up_window_s:.0f} s)",
+        )
     if forecast is not None and n > 0:
         expected = forecast.value / (n * policy.slots_per_replica)
         if expected > policy.scale_up_utilisation:
-            return "forecast_up", (f"forecast: {forecast.explanation} = utilisation "
-                                   f"{expected:.2f} on {n} serving > "
-                                   f"{policy.scale_up_utilisation:.2f}")  # fmt: skip
+            return "forecast_up", (
+                f"forecast: {forecast.explanation} = utilisation "
+                f"{expected:.2f} on {n} serving > "
+                f"{policy.scale_up_utilisation:.2f}"
+            )
     return None
 
 
-def _down_trigger(policy: PolicySpec, history: Sequence[Sample], n: int, now: float,
-                  last: LastActions,
-                  forecast: Forecast | None) -> tuple[str, str] | None:  # fmt: skip
+def _down_trigger(
+    policy: PolicySpec,
+    history: Sequence[Sample],
+    n: int,
+    now: float,
+    last: LastActions,
+    forecast: Forecast | None,
+) -> tuple[str, str] | None:
     window = policy.scale_down_window_s
     if last.up_at is not None and now - last.up_at < window:
         return None  # the quiet window starts again at every step up: it must follow it
     held = held_for(history, now, lambda s: s.utilisation < policy.scale_down_utilisation)
     if held >= window:
-        return "sustained_down", (f"utilisation < {policy.scale_down_utilisation:.2f} "
-                                  f"for {held:.0f} s (window {window:.0f} s)")  # fmt: skip
+        return "sustained_down", (
+            f"utilisation < {policy.scale_down_utilisation:.2f} "
+            f"for {held:.0f} s (window {window:.0f} s)"
+        )
     if forecast is None or needed(policy, forecast.value) >= n:
         return None
     held = held_for(history, now, lambda s: needed(policy, s.demand) < n)
     if held >= window:
-        return "forecast_down", (f"every sample for {held:.0f} s and the forecast "
-                                 f"({forecast.explanation}) fit in fewer than {n} replicas "
-                                 f"at {policy.target_utilisation:.2f}")  # fmt: skip
+        return "forecast_down", (
+            f"every sample for {held:.0f} s and the forecast "
+            f"({forecast.explanation}) fit in fewer than {n} replicas "
+            f"at {policy.target_utilisation:.2f}"
+        )
     return None
 
 
-def _gated_up(policy: PolicySpec, fleet: FleetState, latest: Sample, now: float,
-              last: LastActions, forecast: Forecast | None, trigger: tuple[str, str],
-              base: dict[str, object]) -> Decision:  # fmt: skip
+def _gated_up(
+    policy: PolicySpec,
+    fleet: FleetState,
+    latest: Sample,
+    now: float,
+    last: LastActions,
+    forecast: Forecast | None,
+    trigger: tuple[str, str],
+    base: dict[str, object],
+) -> Decision:
     n, (rule, why) = fleet.serving, trigger
     wait = _remaining(last.up_at, policy.scale_up_cooldown_s, now)
     if wait > 0 and rule != "from_zero":
@@ -155,60 +195,101 @@ def _gated_up(policy: PolicySpec, fleet: FleetState, latest: Sample, now: float,
     demand = max(sizing_demand(latest), forecast.value if forecast else 0.0)
     starting = len(fleet.in_state(STARTING))
     if starting and needed(policy, demand) <= n:
-        return _hold(n, "capacity_starting", f"{why}; but {starting} starting replicas "
-                     f"will carry {demand:.0f} in flight once loaded", base)  # fmt: skip
+        return _hold(
+            n,
+            "capacity_starting",
+            f"{why}; but {starting} starting replicas "
+            f"will carry {demand:.0f} in flight once loaded",
+            base,
+        )
     target = min(max(n + 1, needed(policy, demand)), _step_cap(n), policy.max_replicas)
     if target <= n:
         return _hold(n, "at_max", f"{why}; but already at max_replicas {n}", base)
-    return _up(policy, fleet, target, rule, f"{why}; {demand:.0f} in flight needs "
-               f"{needed(policy, demand)} at {policy.target_utilisation:.2f}", base)  # fmt: skip
+    return _up(
+        policy,
+        fleet,
+        target,
+        rule,
+        f"{why}; {demand:.0f} in flight needs "
+        f"{needed(policy, demand)} at {policy.target_utilisation:.2f}",
+        base,
+    )
 
 
-def _gated_down(policy: PolicySpec, fleet: FleetState, history: Sequence[Sample], now: float,
-                last: LastActions, forecast: Forecast | None, trigger: tuple[str, str],
-                base: dict[str, object]) -> Decision:  # fmt: skip
+def _gated_down(
+    policy: PolicySpec,
+    fleet: FleetState,
+    history: Sequence[Sample],
+    now: float,
+    last: LastActions,
+    forecast: Forecast | None,
+    trigger: tuple[str, str],
+    base: dict[str, object],
+) -> Decision:
     n, (rule, why) = fleet.serving, trigger
     recent = max(_latest_action(last), default=None)
     wait = _remaining(recent, policy.scale_down_cooldown_s, now)
     if wait > 0:
-        return _hold(n, "down_cooldown", f"{why}; but in scale-down cooldown for {wait:.0f} s",
-                     base)  # fmt: skip
+        return _hold(
+            n, "down_cooldown", f"{why}; but in scale-down cooldown for {wait:.0f} s", base
+        )
     window = [s.demand for s in history if s.at >= now - policy.scale_down_window_s]
     peak = max([*window, forecast.value if forecast else 0.0])
     target = max(needed(policy, peak), policy.min_replicas)
     if target >= n:
-        return _hold(n, "peak_needs_all", f"{why}; but the window's peak {peak:.0f} in flight "
-                     f"needs all {n}", base)  # fmt: skip
-    return _down(policy, fleet, target, rule, f"{why}; peak {peak:.0f} in flight needs {target}",
-                 base)  # fmt: skip
+        return _hold(
+            n,
+            "peak_needs_all",
+            f"{why}; but the window's peak {peak:.0f} in flight needs all {n}",
+            base,
+        )
+    return _down(
+        policy, fleet, target, rule, f"{why}; peak {peak:.0f} in flight needs {target}", base
+    )
 
 
-def _up(policy: PolicySpec, fleet: FleetState, target: int, rule: str, why: str,
-        base: dict[str, object]) -> Decision:  # fmt: skip
+def _up(
+    policy: PolicySpec, fleet: FleetState, target: int, rule: str, why: str, base: dict[str, object]
+) -> Decision:
     n = fleet.serving
     promote = promotions(fleet, target - n)
     start = target - n - len(promote)
     how = f"put back/promote {len(promote)}, start {start}"
-    return Decision(action="up", rule=rule, from_replicas=n, to_replicas=target,
-                    reason=f"{why}; {n} -> {target} serving ({how})", promote=promote,
-                    start=start, spot=policy.spot, inputs=base)  # fmt: skip
+    return Decision(
+        action="up",
+        rule=rule,
+        from_replicas=n,
+        to_replicas=target,
+        reason=f"{why}; {n} -> {target} serving ({how})",
+        promote=promote,
+        start=start,
+        spot=policy.spot,
+        inputs=base,
+    )
 
 
-def _down(policy: PolicySpec, fleet: FleetState, target: int, rule: str, why: str,
-          base: dict[str, object]) -> Decision:  # fmt: skip
+def _down(
+    policy: PolicySpec, fleet: FleetState, target: int, rule: str, why: str, base: dict[str, object]
+) -> Decision:
     n = fleet.serving
     drain = pick_drains(fleet, n - target)
     reached = n - len(drain)
     loading = "" if reached == target else f" ({reached - target} still loading, kept)"
-    return Decision(action="down" if drain else "hold", rule=rule if drain else "all_loading",
-                    from_replicas=n, to_replicas=reached,
-                    reason=f"{why}; {n} -> {reached} serving, drain {list(drain)}{loading}",
-                    drain=drain, inputs=base)  # fmt: skip
+    return Decision(
+        action="down" if drain else "hold",
+        rule=rule if drain else "all_loading",
+        from_replicas=n,
+        to_replicas=reached,
+        reason=f"{why}; {n} -> {reached} serving, drain {list(drain)}{loading}",
+        drain=drain,
+        inputs=base,
+    )
 
 
 def _hold(n: int, rule: str, why: str, base: dict[str, object]) -> Decision:
-    return Decision(action="hold", rule=rule, from_replicas=n, to_replicas=n, reason=why,
-                    inputs=base)  # fmt: skip
+    return Decision(
+        action="hold", rule=rule, from_replicas=n, to_replicas=n, reason=why, inputs=base
+    )
 
 
 def _step_cap(n: int) -> int:
@@ -237,23 +318,34 @@ def _over_signals(policy: PolicySpec, s: Sample) -> str:
 
 
 def _band_reason(policy: PolicySpec, s: Sample, n: int) -> str:
-    return (f"within band: utilisation {s.utilisation:.2f} on {n} serving (down < "
-            f"{policy.scale_down_utilisation:.2f}, up > {policy.scale_up_utilisation:.2f}), "
-            f"queue {s.queue:.0f}")  # fmt: skip
+    return (
+        f"within band: utilisation {s.utilisation:.2f} on {n} serving (down < "
+        f"{policy.scale_down_utilisation:.2f}, up > {policy.scale_up_utilisation:.2f}), "
+        f"queue {s.queue:.0f}"
+    )
 
 
-def _inputs(policy: PolicySpec, history: Sequence[Sample], fleet: FleetState,
-            forecast: Forecast | None) -> dict[str, object]:  # fmt: skip
+def _inputs(
+    policy: PolicySpec, history: Sequence[Sample], fleet: FleetState, forecast: Forecast | None
+) -> dict[str, object]:
     latest = history[-1] if history else None
-    counts = {state: len(fleet.in_state(state)) for state in
-              (READY, "starting", "warm", "draining")}  # fmt: skip
+    counts = {
+        state: len(fleet.in_state(state)) for state in (READY, "starting", "warm", "draining")
+    }
     inputs: dict[str, object] = {"mode": policy.mode, "fleet": counts}
     if latest is not None:
-        inputs["sample"] = {"utilisation": round(latest.utilisation, 4), "queue": latest.queue,
-                            "demand": round(latest.demand, 2), "ttft_p99_s": latest.ttft_p99_s}
+        inputs["sample"] = {
+            "utilisation": round(latest.utilisation, 4),
+            "queue": latest.queue,
+            "demand": round(latest.demand, 2),
+            "ttft_p99_s": latest.ttft_p99_s,
+        }
     if forecast is not None:
-        inputs["forecast"] = {"value": round(forecast.value, 2), "level": round(forecast.level, 2),
-                              "trend_per_s": round(forecast.trend_per_s, 5),
-                              "seasonal_ratio": forecast.seasonal_ratio,
-                              "horizon_s": forecast.horizon_s}  # fmt: skip
+        inputs["forecast"] = {
+            "value": round(forecast.value, 2),
+            "level": round(forecast.level, 2),
+            "trend_per_s": round(forecast.trend_per_s, 5),
+            "seasonal_ratio": forecast.seasonal_ratio,
+            "horizon_s": forecast.horizon_s,
+        }
     return inputs

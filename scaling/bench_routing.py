@@ -42,9 +42,28 @@ from scaling.routing import Load, RouteContext, Router
 from scaling.routing_policies import EPSILON, POLICIES
 
 MODEL = "sim"
-WORDS = ["policy", "refund", "order", "account", "shipping", "invoice", "contract", "support",
-         "customer", "product", "warranty", "return", "billing", "plan", "upgrade", "delivery",
-         "region", "privacy", "terms", "agent"]  # fmt: skip
+WORDS = [
+    "policy",
+    "refund",
+    "order",
+    "account",
+    "shipping",
+    "invoice",
+    "contract",
+    "support",
+    "customer",
+    "product",
+    "warranty",
+    "return",
+    "billing",
+    "plan",
+    "upgrade",
+    "delivery",
+    "region",
+    "privacy",
+    "terms",
+    "agent",
+]
 
 
 @dataclass(frozen=True)
@@ -70,18 +89,30 @@ class Arrival:
 def trace(workload: Workload) -> list[Arrival]:
     """The same arrivals for every policy: tenant 0 is the hot one."""
     rng = random.Random(workload.seed)
-    systems = [f"You are tenant {t}'s assistant. " + " ".join(
-        rng.choice(WORDS) for _ in range(workload.system_words)) for t in range(workload.tenants)]
+    systems = [
+        f"You are tenant {t}'s assistant. "
+        + " ".join(rng.choice(WORDS) for _ in range(workload.system_words))
+        for t in range(workload.tenants)
+    ]
     arrivals: list[Arrival] = []
     at = 0.0
     while (at := at + rng.expovariate(workload.rate)) < workload.duration_s:
         hot = rng.random() < workload.hot_share
         tenant = 0 if hot else rng.randrange(1, workload.tenants)
         question = f"Question {len(arrivals)}: " + " ".join(
-            rng.choice(WORDS) for _ in range(workload.question_words))
-        arrivals.append(Arrival(at, tenant, [{"role": "system", "content": systems[tenant]},
-                                             {"role": "user", "content": question}]))
-    return arrivals  # fmt: skip
+            rng.choice(WORDS) for _ in range(workload.question_words)
+        )
+        arrivals.append(
+            Arrival(
+                at,
+                tenant,
+                [
+                    {"role": "system", "content": systems[tenant]},
+                    {"role": "user", "content": question},
+                ],
+            )
+        )
+    return arrivals
 
 
 class Simulators:
@@ -91,9 +122,23 @@ class Simulators:
         ports = [free_port() for _ in range(count)]
         self.urls = [f"http://127.0.0.1:{port}" for port in ports]
         root = Path(settings.BASE_DIR)
-        self.processes = [subprocess.Popen(
-            [sys.executable, "-m", "inference.sim", "--port", str(port), "--profile", profile,
-             "--model", MODEL], cwd=root) for port in ports]  # fmt: skip
+        self.processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "inference.sim",
+                    "--port",
+                    str(port),
+                    "--profile",
+                    profile,
+                    "--model",
+                    MODEL,
+                ],
+                cwd=root,
+            )
+            for port in ports
+        ]
         for url in self.urls:
             self._wait(url)
 
@@ -124,11 +169,24 @@ class PolledFleet(FleetView):
 
     def _view(self, index: int, url: str, text: str | None) -> WorkerView:
         reading = parse_metrics(text or "")
-        return WorkerView(id=index, url=url, deployment=MODEL, upstream_model=MODEL,
-                          state="ready", max_in_flight=self.max_in_flight, labels={},
-                          healthy=True, running=reading.running, waiting=reading.waiting,
-                          kv_usage=reading.kv_usage, prefix_hit_rate=None, ttft_p50_s=None,
-                          ttft_p99_s=None, scraped_at=time.time(), error="")  # fmt: skip
+        return WorkerView(
+            id=index,
+            url=url,
+            deployment=MODEL,
+            upstream_model=MODEL,
+            state="ready",
+            max_in_flight=self.max_in_flight,
+            labels={},
+            healthy=True,
+            running=reading.running,
+            waiting=reading.waiting,
+            kv_usage=reading.kv_usage,
+            prefix_hit_rate=None,
+            ttft_p50_s=None,
+            ttft_p99_s=None,
+            scraped_at=time.time(),
+            error="",
+        )
 
     async def workers(self) -> list[WorkerView]:
         return self._workers
@@ -163,8 +221,9 @@ class MeasuredRouter(Router):
         super().__init__(router.name, router.filters, router.scorers, router.picker)
         self.within_bound = self.decisions = 0
 
-    def route(self, workers: Sequence[WorkerView], request: RouteContext,
-              load: Load) -> WorkerView | None:  # fmt: skip
+    def route(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> WorkerView | None:
         chosen = super().route(workers, request, load)
         if chosen is not None:
             self.decisions += 1
@@ -199,8 +258,9 @@ class PolicyResult:
     bound: tuple[int, int] = (0, 0)  # decisions within the cap, decisions
 
 
-async def _one(dispatcher: Dispatcher, policy: str, arrival: Arrival, max_tokens: int,
-               started: float) -> Outcome:  # fmt: skip
+async def _one(
+    dispatcher: Dispatcher, policy: str, arrival: Arrival, max_tokens: int, started: float
+) -> Outcome:
     loop, outcome = asyncio.get_running_loop(), Outcome(arrival)
     body = {"messages": arrival.messages, "max_tokens": max_tokens, "ignore_eos": True}
     route = route_context(MODEL, policy, arrival.messages)
@@ -217,39 +277,56 @@ async def _one(dispatcher: Dispatcher, policy: str, arrival: Arrival, max_tokens
     return outcome
 
 
-async def run_policy(policy: str, urls: list[str], arrivals: list[Arrival],
-                     workload: Workload, max_in_flight: int) -> PolicyResult:  # fmt: skip
+async def run_policy(
+    policy: str, urls: list[str], arrivals: list[Arrival], workload: Workload, max_in_flight: int
+) -> PolicyResult:
     fleet = PolledFleet(urls, max_in_flight)
     router = MeasuredRouter(POLICIES[policy](random.Random(workload.seed)))  # fresh, seeded
     dispatcher = Dispatcher(fleet=fleet, routers=lambda _: router)
     in_flight: Counter[str] = Counter()
-    background = [asyncio.create_task(fleet.poll_forever()),
-                  asyncio.create_task(sample_in_flight(dispatcher, in_flight))]  # fmt: skip
+    background = [
+        asyncio.create_task(fleet.poll_forever()),
+        asyncio.create_task(sample_in_flight(dispatcher, in_flight)),
+    ]
     loop = asyncio.get_running_loop()
     started, tasks = loop.time(), []
     for arrival in arrivals:
         await asyncio.sleep(max(started + arrival.at - loop.time(), 0))
-        tasks.append(asyncio.create_task(
-            _one(dispatcher, policy, arrival, workload.max_tokens, started)))  # fmt: skip
+        tasks.append(
+            asyncio.create_task(_one(dispatcher, policy, arrival, workload.max_tokens, started))
+        )
     outcomes = list(await asyncio.gather(*tasks))
     for task in background:
         task.cancel()
     hit_rate = await fleet.prefix_hit_rate()
     await close_http_session()
-    return PolicyResult(policy, outcomes, loop.time() - started, hit_rate, urls, in_flight,
-                        (router.within_bound, router.decisions))  # fmt: skip
+    return PolicyResult(
+        policy,
+        outcomes,
+        loop.time() - started,
+        hit_rate,
+        urls,
+        in_flight,
+        (router.within_bound, router.decisions),
+    )
 
 
-def compare(policies: list[str], workload: Workload, workers: int, profile: str,
-            max_in_flight: int | None = None) -> list[PolicyResult]:  # fmt: skip
+def compare(
+    policies: list[str],
+    workload: Workload,
+    workers: int,
+    profile: str,
+    max_in_flight: int | None = None,
+) -> list[PolicyResult]:
     arrivals = trace(workload)
     slots = max_in_flight or PROFILES[profile].max_num_seqs
     results = []
     for policy in policies:
         simulators = Simulators(workers, profile)
         try:
-            results.append(asyncio.run(run_policy(policy, simulators.urls, arrivals, workload,
-                                                  slots)))  # fmt: skip
+            results.append(
+                asyncio.run(run_policy(policy, simulators.urls, arrivals, workload, slots))
+            )
         finally:
             simulators.stop()
     return results
@@ -266,10 +343,12 @@ def _shares(counts: Counter[str], urls: list[str]) -> str:
 
 
 def table(results: list[PolicyResult], workload: Workload) -> str:
-    rows = ["| policy | requests | errors | TTFT P50 s | TTFT P99 s | req/s | output tok/s "
-            "| prefix-cache hit rate | requests per worker % | in-flight per worker % "
-            "| hot tenant per worker % | choices within the load cap |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| policy | requests | errors | TTFT P50 s | TTFT P99 s | req/s | output tok/s "
+        "| prefix-cache hit rate | requests per worker % | in-flight per worker % "
+        "| hot tenant per worker % | choices within the load cap |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for result in results:
         steady = [o for o in result.outcomes if o.arrival.at >= workload.warmup_s]
         ttfts = [o.ttft_s for o in steady if o.ttft_s is not None and not o.error]
@@ -290,6 +369,14 @@ def table(results: list[PolicyResult], workload: Workload) -> str:
 
 def summary(results: list[PolicyResult], workload: Workload) -> dict[str, Any]:
     """P99 TTFT per policy, for the ratio the issue asks for."""
-    return {r.policy: _quantile([o.ttft_s for o in r.outcomes if o.ttft_s is not None
-                                 and not o.error and o.arrival.at >= workload.warmup_s], 0.99)
-            for r in results}  # fmt: skip
+    return {
+        r.policy: _quantile(
+            [
+                o.ttft_s
+                for o in r.outcomes
+                if o.ttft_s is not None and not o.error and o.arrival.at >= workload.warmup_s
+            ],
+            0.99,
+        )
+        for r in results
+    }

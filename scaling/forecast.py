@@ -54,9 +54,14 @@ class Forecaster:
         ratio = sum(ratios) / len(ratios) if ratios else None
         seasonal_peak = level * ratio if ratio is not None else 0.0
         value = max(trend_peak, seasonal_peak, 0.0)
-        return Forecast(value=value, level=level, trend_per_s=trend, seasonal_ratio=ratio,
-                        horizon_s=horizon_s,
-                        explanation=_explain(level, trend, ratio, horizon_s, value))  # fmt: skip
+        return Forecast(
+            value=value,
+            level=level,
+            trend_per_s=trend,
+            seasonal_ratio=ratio,
+            horizon_s=horizon_s,
+            explanation=_explain(level, trend, ratio, horizon_s, value),
+        )
 
     def seasonal_ratio(
         self, buckets: Mapping[int, float], then: float, horizon_s: float
@@ -120,9 +125,15 @@ def bucket_start(t: float, bucket_s: float) -> int:
     return int(math.floor(t / bucket_s) * bucket_s)
 
 
-def _explain(level: float, trend: float, ratio: float | None, horizon_s: float,
-             value: float) -> str:  # fmt: skip
-    seasonal = ("no seasonal history" if ratio is None
-                else f"same time yesterday/last week rose x{ratio:.2f}")  # fmt: skip
-    return (f"level {level:.1f} in flight, trend {trend * 60:+.2f}/min, {seasonal}; "
-            f"expect up to {value:.1f} within {horizon_s:.0f} s")  # fmt: skip
+def _explain(
+    level: float, trend: float, ratio: float | None, horizon_s: float, value: float
+) -> str:
+    seasonal = (
+        "no seasonal history"
+        if ratio is None
+        else f"same time yesterday/last week rose x{ratio:.2f}"
+    )
+    return (
+        f"level {level:.1f} in flight, trend {trend * 60:+.2f}/min, {seasonal}; "
+        f"expect up to {value:.1f} within {horizon_s:.0f} s"
+    )

@@ -34,9 +34,10 @@ class AutoscalePolicy(models.Model):
         default=0, help_text="started replicas held out of traffic, promoted instantly"
     )
     target_utilisation = models.FloatField(
-        default=0.7, validators=_SHARE,
+        default=0.7,
+        validators=_SHARE,
         help_text="a scaling step sizes the fleet so utilisation lands here",
-    )  # fmt: skip
+    )
     scale_up_utilisation = models.FloatField(default=0.8, validators=_SHARE)
     scale_up_queue = models.PositiveIntegerField(
         default=1000, help_text="waiting requests across the deployment"

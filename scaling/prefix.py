@@ -48,8 +48,9 @@ def prefix_key(messages: Sequence[dict[str, Any]]) -> str | None:
     return "m:" + _digest(opening) if opening else None
 
 
-def route_context(deployment: str, policy: str, messages: Sequence[dict[str, Any]],
-                  user: object = None) -> RouteContext:  # fmt: skip
+def route_context(
+    deployment: str, policy: str, messages: Sequence[dict[str, Any]], user: object = None
+) -> RouteContext:
     """Everything routing needs from one chat request; `user` is OpenAI's end-user id."""
     session = user if isinstance(user, str) and user else None
     return RouteContext(deployment, policy, prefix_key(messages), session)

@@ -73,8 +73,10 @@ FIXED = "fixed"
 PEAK_SHARE = 0.9  # the auto rate scale's peak, as a share of max_replicas - 1 at the target
 # Starts the simulator after the scaled start-up time: the process answers nothing while
 # "loading", exactly as a vLLM server that is still loading weights.
-_DELAYED_START = ("import runpy, sys, time; time.sleep(float(sys.argv.pop(1))); "
-                  "runpy.run_module('inference.sim', run_name='__main__', alter_sys=True)")
+_DELAYED_START = (
+    "import runpy, sys, time; time.sleep(float(sys.argv.pop(1))); "
+    "runpy.run_module('inference.sim', run_name='__main__', alter_sys=True)"
+)
 
 
 class LiveReplayError(RuntimeError):
@@ -138,18 +140,23 @@ class TimeScale:
         return max(round(trace_s / self.speed), 1)
 
     def policy(self, policy: PolicySpec) -> PolicySpec:
-        return replace(policy, scale_up_window_s=self.seconds(policy.scale_up_window_s),
-                       scale_down_window_s=self.seconds(policy.scale_down_window_s),
-                       scale_up_cooldown_s=self.seconds(policy.scale_up_cooldown_s),
-                       scale_down_cooldown_s=self.seconds(policy.scale_down_cooldown_s),
-                       startup_time_s=self.seconds(policy.startup_time_s))  # fmt: skip
+        return replace(
+            policy,
+            scale_up_window_s=self.seconds(policy.scale_up_window_s),
+            scale_down_window_s=self.seconds(policy.scale_down_window_s),
+            scale_up_cooldown_s=self.seconds(policy.scale_up_cooldown_s),
+            scale_down_cooldown_s=self.seconds(policy.scale_down_cooldown_s),
+            startup_time_s=self.seconds(policy.startup_time_s),
+        )
 
     def forecaster(self, base: Forecaster | None = None) -> Forecaster:
         base = base or Forecaster()
-        return Forecaster(periods=tuple(p / self.speed for p in base.periods),
-                          bucket_s=base.bucket_s / self.speed,
-                          trend_windows_s=tuple(w / self.speed for w in base.trend_windows_s),
-                          max_ratio=base.max_ratio)  # fmt: skip
+        return Forecaster(
+            periods=tuple(p / self.speed for p in base.periods),
+            bucket_s=base.bucket_s / self.speed,
+            trend_windows_s=tuple(w / self.speed for w in base.trend_windows_s),
+            max_ratio=base.max_ratio,
+        )
 
     def describe(self, policy: PolicySpec) -> str:
         """What was scaled, as effective trace seconds (rounding shows)."""
@@ -158,30 +165,39 @@ class TimeScale:
         def pair(name: str, trace: float, wall: float) -> str:
             return f"{name} {trace:g}->{wall:g} s (= {wall * self.speed:g} trace s)"
 
-        return ", ".join([
-            pair("tick", PRODUCTION_TICK_S, self.tick_s),
-            pair("scrape", PRODUCTION_SCRAPE_S, self.scrape_s),
-            pair("up window", policy.scale_up_window_s, scaled.scale_up_window_s),
-            pair("down window", policy.scale_down_window_s, scaled.scale_down_window_s),
-            pair("up cooldown", policy.scale_up_cooldown_s, scaled.scale_up_cooldown_s),
-            pair("down cooldown", policy.scale_down_cooldown_s, scaled.scale_down_cooldown_s),
-            pair("start-up", policy.startup_time_s, scaled.startup_time_s),
-            "forecast windows "
-            + "/".join(f"{w:g}" for w in Forecaster().trend_windows_s) + "->"
-            + "/".join(f"{w:g}" for w in self.forecaster().trend_windows_s) + " s",
-        ])  # fmt: skip
+        return ", ".join(
+            [
+                pair("tick", PRODUCTION_TICK_S, self.tick_s),
+                pair("scrape", PRODUCTION_SCRAPE_S, self.scrape_s),
+                pair("up window", policy.scale_up_window_s, scaled.scale_up_window_s),
+                pair("down window", policy.scale_down_window_s, scaled.scale_down_window_s),
+                pair("up cooldown", policy.scale_up_cooldown_s, scaled.scale_up_cooldown_s),
+                pair("down cooldown", policy.scale_down_cooldown_s, scaled.scale_down_cooldown_s),
+                pair("start-up", policy.startup_time_s, scaled.startup_time_s),
+                "forecast windows "
+                + "/".join(f"{w:g}" for w in Forecaster().trend_windows_s)
+                + "->"
+                + "/".join(f"{w:g}" for w in self.forecaster().trend_windows_s)
+                + " s",
+            ]
+        )
 
 
 def window(demand: Demand, start_s: float, duration_s: float | None) -> Demand:
     """The trace's seconds [start, start + duration)."""
     first = max(int(start_s), 0)
-    last = demand.seconds if duration_s is None else min(first + math.ceil(duration_s),
-                                                         demand.seconds)  # fmt: skip
+    last = (
+        demand.seconds if duration_s is None else min(first + math.ceil(duration_s), demand.seconds)
+    )
     if last <= first:
-        raise ValueError(f"the trace has no seconds in [{start_s:g}, {last}) "
-                         f"(it is {demand.seconds} s long)")  # fmt: skip
-    return Demand(rate=demand.rate[first:last], output_tokens=demand.output_tokens[first:last],
-                  meta=demand.meta)  # fmt: skip
+        raise ValueError(
+            f"the trace has no seconds in [{start_s:g}, {last}) (it is {demand.seconds} s long)"
+        )
+    return Demand(
+        rate=demand.rate[first:last],
+        output_tokens=demand.output_tokens[first:last],
+        meta=demand.meta,
+    )
 
 
 def mean_output_tokens(demand: Demand) -> float:
@@ -202,8 +218,9 @@ def fit_rate_scale(demand: Demand, policy: PolicySpec, options: LiveOptions) -> 
     return PEAK_SHARE * max(policy.max_replicas - 1, 1) * per_replica / peak
 
 
-def arrivals(demand: Demand, rate_scale: float, speed: float, lead_in_s: float,
-             seed: int) -> np.ndarray[Any, np.dtype[np.float64]]:  # fmt: skip
+def arrivals(
+    demand: Demand, rate_scale: float, speed: float, lead_in_s: float, seed: int
+) -> np.ndarray[Any, np.dtype[np.float64]]:
     """Poisson arrival times in wall seconds from the window's start (the lead-in's are
     negative): trace second s carries rate(s) x rate_scale per wall second for 1/speed."""
     rng = np.random.default_rng(seed)
@@ -211,8 +228,9 @@ def arrivals(demand: Demand, rate_scale: float, speed: float, lead_in_s: float,
     rates = np.asarray([demand.rate[0]] * lead + list(demand.rate), dtype=float)
     counts = rng.poisson(rates * rate_scale / speed)
     seconds = np.repeat(np.arange(-lead, demand.seconds, dtype=float), counts)
-    times: np.ndarray[Any, np.dtype[np.float64]] = np.sort((seconds + rng.random(len(seconds)))
-                                                           / speed)  # fmt: skip
+    times: np.ndarray[Any, np.dtype[np.float64]] = np.sort(
+        (seconds + rng.random(len(seconds))) / speed
+    )
     return times
 
 
@@ -243,8 +261,12 @@ class ReplayActuator(LocalProcessActuator):
     def command(self, deployment: ModelDeployment, port: int) -> list[str]:
         args = super().command(deployment, port)[3:]  # after python -m inference.sim
         if self.options.worker == FIXED:
-            args += ["--fixed-ttft-ms", f"{self.options.worker_ttft_s * 1000:g}",
-                     "--fixed-itl-ms", f"{self.options.worker_itl_s * 1000:g}"]  # fmt: skip
+            args += [
+                "--fixed-ttft-ms",
+                f"{self.options.worker_ttft_s * 1000:g}",
+                "--fixed-itl-ms",
+                f"{self.options.worker_itl_s * 1000:g}",
+            ]
         if self.startup_delay_s > 0:
             return [sys.executable, "-c", _DELAYED_START, f"{self.startup_delay_s:g}", *args]
         return [sys.executable, "-m", "inference.sim", *args]
@@ -253,9 +275,13 @@ class ReplayActuator(LocalProcessActuator):
         self, deployment: ModelDeployment, *, warm: bool = False, spot: bool = False
     ) -> Replica:
         replica = super().start_replica(deployment, warm=warm, spot=spot)
-        self.lives[replica.url] = ReplicaLife(url=replica.url, pid=int(replica.key),
-                                              started=time.monotonic(), warm=warm,
-                                              initial=self.initial)  # fmt: skip
+        self.lives[replica.url] = ReplicaLife(
+            url=replica.url,
+            pid=int(replica.key),
+            started=time.monotonic(),
+            warm=warm,
+            initial=self.initial,
+        )
         return replica
 
     def stop_replica(self, worker: Worker) -> None:
@@ -301,9 +327,11 @@ class ReplayScraper(Scraper):
         self.deployment_id, self.lives = deployment_id, lives
 
     def _workers(self) -> list[Worker]:
-        return list(Worker.objects.select_related("deployment")
-                    .filter(deployment_id=self.deployment_id)
-                    .exclude(state=Worker.State.DEAD))  # fmt: skip
+        return list(
+            Worker.objects.select_related("deployment")
+            .filter(deployment_id=self.deployment_id)
+            .exclude(state=Worker.State.DEAD)
+        )
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> list[WorkerView]:
         workers = await sync_to_async(self._workers)()
@@ -311,8 +339,9 @@ class ReplayScraper(Scraper):
         await self._publish(views)
         return views
 
-    async def _update_health(self, worker: Worker, track: HealthTrack, ok: bool,
-                             error: str) -> None:  # fmt: skip
+    async def _update_health(
+        self, worker: Worker, track: HealthTrack, ok: bool, error: str
+    ) -> None:
         await super()._update_health(worker, track, ok, error)
         life = self.lives.get(worker.url)
         if ok and life is not None and life.ready is None:
@@ -351,32 +380,51 @@ class LiveResult:
     def startup_s(self) -> list[float]:
         """Measured start -> first healthy scrape, wall seconds, for replicas the loop
         started (not the initial fleet)."""
-        return [r["ready_after_s"] for r in self.replicas
-                if not r["initial"] and r["ready_after_s"] is not None]  # fmt: skip
+        return [
+            r["ready_after_s"]
+            for r in self.replicas
+            if not r["initial"] and r["ready_after_s"] is not None
+        ]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"controller": self.mode, "live": True, "speed": self.speed,
-                "rate_scale": self.rate_scale, "requests": self.replay.requests,
-                "sent": self.sent, "measured": self.measured, "met": self.replay.met,
-                "attainment": self.replay.attainment, "errors": self.errors,
-                "ttft_p50_s": self.ttft_p50_s, "ttft_p99_s": self.ttft_p99_s,
-                "driver_lag_p99_s": self.driver_lag_p99_s,
-                "replica_seconds": self.replica_seconds, "gpu_hours": self.replay.gpu_hours,
-                "cost": self.replay.cost, "ups": self.replay.count("up"),
-                "downs": self.replay.count("down"), "reversals_30m": self.replay.reversals,
-                "peak_serving": self.peak_serving, "startup_s": self.startup_s,
-                "events": self.replay.events, "decisions": self.decisions,
-                "replicas": self.replicas, "timeline": self.timeline,
-                "tick_errors": self.tick_errors,
-                "wall_s": self.wall_s}  # fmt: skip
+        return {
+            "controller": self.mode,
+            "live": True,
+            "speed": self.speed,
+            "rate_scale": self.rate_scale,
+            "requests": self.replay.requests,
+            "sent": self.sent,
+            "measured": self.measured,
+            "met": self.replay.met,
+            "attainment": self.replay.attainment,
+            "errors": self.errors,
+            "ttft_p50_s": self.ttft_p50_s,
+            "ttft_p99_s": self.ttft_p99_s,
+            "driver_lag_p99_s": self.driver_lag_p99_s,
+            "replica_seconds": self.replica_seconds,
+            "gpu_hours": self.replay.gpu_hours,
+            "cost": self.replay.cost,
+            "ups": self.replay.count("up"),
+            "downs": self.replay.count("down"),
+            "reversals_30m": self.replay.reversals,
+            "peak_serving": self.peak_serving,
+            "startup_s": self.startup_s,
+            "events": self.replay.events,
+            "decisions": self.decisions,
+            "replicas": self.replicas,
+            "timeline": self.timeline,
+            "tick_errors": self.tick_errors,
+            "wall_s": self.wall_s,
+        }
 
 
 class LiveReplay:
     """One controller (reactive or predictive) over one trace window. run() is sync: it
     prepares the database, runs the event loop, and always stops every process."""
 
-    def __init__(self, demand: Demand, policy: PolicySpec, options: LiveOptions,
-                 redis_url: str) -> None:  # fmt: skip
+    def __init__(
+        self, demand: Demand, policy: PolicySpec, options: LiveOptions, redis_url: str
+    ) -> None:
         self.demand, self.options, self.redis_url = demand, options, redis_url
         self.scale = TimeScale(options.speed)
         self.policy = policy
@@ -414,10 +462,13 @@ class LiveReplay:
         scaled scrape interval; a request gives up after queue_timeout_s; Redis is the
         replay's."""
         scrape = self.scale.scrape_s
-        with override_settings(REDIS_URL=self.redis_url, GATEWAY_PROCESSES=1,
-                               QUEUE_TIMEOUT_S=self.options.queue_timeout_s,
-                               FLEET_REFRESH_S=min(settings.FLEET_REFRESH_S, scrape),
-                               FLEET_SCRAPE_INTERVAL_S=scrape):  # fmt: skip
+        with override_settings(
+            REDIS_URL=self.redis_url,
+            GATEWAY_PROCESSES=1,
+            QUEUE_TIMEOUT_S=self.options.queue_timeout_s,
+            FLEET_REFRESH_S=min(settings.FLEET_REFRESH_S, scrape),
+            FLEET_SCRAPE_INTERVAL_S=scrape,
+        ):
             reset_clients()
             try:
                 yield
@@ -429,26 +480,39 @@ class LiveReplay:
         acts on it), with no leftovers from an earlier run."""
         cost = Decimal(str(self.options.gpu_cost_per_hour))
         deployment, _ = ModelDeployment.objects.update_or_create(
-            name=self.name, defaults={"max_in_flight_per_worker": self.policy.slots_per_replica,
-                                      "gpu_cost_per_hour": cost, "served_model_name": "",
-                                      "tier": self.policy.tier})  # fmt: skip
+            name=self.name,
+            defaults={
+                "max_in_flight_per_worker": self.policy.slots_per_replica,
+                "gpu_cost_per_hour": cost,
+                "served_model_name": "",
+                "tier": self.policy.tier,
+            },
+        )
         for worker in Worker.objects.filter(deployment=deployment).exclude(state="dead"):
             self.actuator.stop_replica(worker)  # a crashed earlier run: stop by pid, checked
         ScalingDecision.objects.filter(deployment=deployment).delete()
         scaled = self.scale.policy(self.policy)
-        row, _ = AutoscalePolicy.objects.update_or_create(deployment=deployment, defaults={
-            "enabled": False, "mode": scaled.mode, "min_replicas": scaled.min_replicas,
-            "max_replicas": scaled.max_replicas, "warm_pool": scaled.warm_pool,
-            "target_utilisation": scaled.target_utilisation,
-            "scale_up_utilisation": scaled.scale_up_utilisation,
-            "scale_up_queue": scaled.scale_up_queue,
-            "ttft_p99_target_s": scaled.ttft_p99_target_s,
-            "scale_up_window_s": scaled.scale_up_window_s,
-            "scale_down_utilisation": scaled.scale_down_utilisation,
-            "scale_down_window_s": scaled.scale_down_window_s,
-            "scale_up_cooldown_s": scaled.scale_up_cooldown_s,
-            "scale_down_cooldown_s": scaled.scale_down_cooldown_s,
-            "startup_time_s": scaled.startup_time_s, "allow_spot": scaled.allow_spot})  # fmt: skip
+        row, _ = AutoscalePolicy.objects.update_or_create(
+            deployment=deployment,
+            defaults={
+                "enabled": False,
+                "mode": scaled.mode,
+                "min_replicas": scaled.min_replicas,
+                "max_replicas": scaled.max_replicas,
+                "warm_pool": scaled.warm_pool,
+                "target_utilisation": scaled.target_utilisation,
+                "scale_up_utilisation": scaled.scale_up_utilisation,
+                "scale_up_queue": scaled.scale_up_queue,
+                "ttft_p99_target_s": scaled.ttft_p99_target_s,
+                "scale_up_window_s": scaled.scale_up_window_s,
+                "scale_down_utilisation": scaled.scale_down_utilisation,
+                "scale_down_window_s": scaled.scale_down_window_s,
+                "scale_up_cooldown_s": scaled.scale_up_cooldown_s,
+                "scale_down_cooldown_s": scaled.scale_down_cooldown_s,
+                "startup_time_s": scaled.startup_time_s,
+                "allow_spot": scaled.allow_spot,
+            },
+        )
         self.policy_id = row.pk
         sync_redis().delete(samples_key(self.name), buckets_key(self.name), SNAPSHOT_KEY)
         return deployment
@@ -469,8 +533,9 @@ class LiveReplay:
                 await self._initial_fleet(deployment)
                 autoscaler = self._loop()
                 dispatcher = Dispatcher(fleet=FleetView())
-                background.append(asyncio.create_task(
-                    self._tick_forever(autoscaler, deployment, dispatcher)))  # fmt: skip
+                background.append(
+                    asyncio.create_task(self._tick_forever(autoscaler, deployment, dispatcher))
+                )
                 await self._drive(dispatcher, in_flight)
                 background[-1].cancel()  # the loop stops with the window; the scraper serves on
                 if in_flight:
@@ -487,15 +552,16 @@ class LiveReplay:
 
     def _loop(self) -> AutoscaleLoop:
         tick = self.scale.tick_s
-        autoscaler = AutoscaleLoop(self.actuator, sync_redis(), tick_s=tick,
-                                   forecaster=self.scale.forecaster())  # fmt: skip
+        autoscaler = AutoscaleLoop(
+            self.actuator, sync_redis(), tick_s=tick, forecaster=self.scale.forecaster()
+        )
         # Its own lease: a platform autoscaler sharing this Redis keeps its own.
-        autoscaler.lock = LeaderLock(autoscaler.client, ttl_s=max(3 * tick, 10.0),
-                                     key=self.lock_key)  # fmt: skip
+        autoscaler.lock = LeaderLock(
+            autoscaler.client, ttl_s=max(3 * tick, 10.0), key=self.lock_key
+        )
         return autoscaler
 
-    async def _scrape_forever(self, scraper: ReplayScraper,
-                              session: aiohttp.ClientSession) -> None:  # fmt: skip
+    async def _scrape_forever(self, scraper: ReplayScraper, session: aiohttp.ClientSession) -> None:
         interval = self.scale.scrape_s
         while True:
             started = time.monotonic()
@@ -508,10 +574,12 @@ class LiveReplay:
     async def _initial_fleet(self, deployment: ModelDeployment) -> None:
         """Started before the window, sized for its first minute, as in the simulated
         replay; they load without the start-up delay (the fleet was already up)."""
-        first = self.demand.rate[: 60] or [0.0]
+        first = self.demand.rate[:60] or [0.0]
         in_flight = max(first) * self.rate_scale * self.options.service_s
-        count = min(max(needed(self.policy, in_flight), self.policy.min_replicas, 1),
-                    self.policy.max_replicas)  # fmt: skip
+        count = min(
+            max(needed(self.policy, in_flight), self.policy.min_replicas, 1),
+            self.policy.max_replicas,
+        )
         start = sync_to_async(self.actuator.start_replica)
         for _ in range(count):
             await start(deployment)
@@ -522,14 +590,17 @@ class LiveReplay:
         while len(await view.routable(deployment.name)) < count:
             view.invalidate()
             if time.monotonic() > deadline:
-                raise LiveReplayError(f"the initial {count} replicas did not answer within "
-                                      f"{READY_TIMEOUT_S:g} s: see var/logs/autoscale-*.log")
+                raise LiveReplayError(
+                    f"the initial {count} replicas did not answer within "
+                    f"{READY_TIMEOUT_S:g} s: see var/logs/autoscale-*.log"
+                )
             await asyncio.sleep(0.1)
         self.actuator.initial = False
         self.actuator.startup_delay_s = float(self.scale.seconds(self.policy.startup_time_s))
 
-    async def _tick_forever(self, autoscaler: AutoscaleLoop, deployment: ModelDeployment,
-                            dispatcher: Dispatcher) -> None:  # fmt: skip
+    async def _tick_forever(
+        self, autoscaler: AutoscaleLoop, deployment: ModelDeployment, dispatcher: Dispatcher
+    ) -> None:
         interval = self.scale.tick_s
         while True:
             started = time.monotonic()
@@ -540,12 +611,17 @@ class LiveReplay:
                 self.tick_errors += 1
             else:
                 name = deployment.name
-                self.timeline.append({
-                    "t": started - self.t0, "serving": states["ready"] + states["starting"],
-                    "ready": states["ready"], "warm": states["warm"],
-                    "draining": states["draining"],
-                    "in_flight": sum(dispatcher.in_flight.values()),
-                    "queued": dispatcher.queue_length(name)})  # fmt: skip
+                self.timeline.append(
+                    {
+                        "t": started - self.t0,
+                        "serving": states["ready"] + states["starting"],
+                        "ready": states["ready"],
+                        "warm": states["warm"],
+                        "draining": states["draining"],
+                        "in_flight": sum(dispatcher.in_flight.values()),
+                        "queued": dispatcher.queue_length(name),
+                    }
+                )
             await asyncio.sleep(max(interval - (time.monotonic() - started), 0.02))
 
     def _tick(self, autoscaler: AutoscaleLoop, policy_id: int) -> Counter[str]:
@@ -555,15 +631,23 @@ class LiveReplay:
             raise LiveReplayError(f"another process holds {self.lock_key}")
         policy = AutoscalePolicy.objects.select_related("deployment").get(pk=policy_id)
         autoscaler.tick_deployment(policy, autoscaler._views(), time.time())
-        states = Worker.objects.filter(deployment_id=policy.deployment_id) \
-            .exclude(state="dead").values_list("state", flat=True)
+        states = (
+            Worker.objects.filter(deployment_id=policy.deployment_id)
+            .exclude(state="dead")
+            .values_list("state", flat=True)
+        )
         return Counter(states)
 
     async def _drive(self, dispatcher: Dispatcher, in_flight: set[asyncio.Task[None]]) -> None:
         """Send each request at its arrival time (open loop: a slow fleet does not slow
         the arrivals), the lead-in first; the measured window starts at t0."""
-        times = arrivals(self.demand, self.rate_scale, self.options.speed,
-                         self.options.lead_in_s, self.options.seed)  # fmt: skip
+        times = arrivals(
+            self.demand,
+            self.rate_scale,
+            self.options.speed,
+            self.options.lead_in_s,
+            self.options.seed,
+        )
         lead = self.options.lead_in_s / self.options.speed
         self.t0 = time.monotonic() + lead
         self.wall_t0 = time.time() + lead
@@ -576,21 +660,26 @@ class LiveReplay:
             record = LiveRequest(at=at, lag_s=max(-delay, 0.0))
             if at >= 0:
                 self.requests.append(record)
-            body = {"messages": [{"role": "user", "content": f"request {index}: {body_words}"}],
-                    "max_tokens": self.options.tokens, "ignore_eos": True}  # fmt: skip
+            body = {
+                "messages": [{"role": "user", "content": f"request {index}: {body_words}"}],
+                "max_tokens": self.options.tokens,
+                "ignore_eos": True,
+            }
             task = asyncio.create_task(self._request(dispatcher, body, record))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
         await asyncio.sleep(max(self.t_end - time.monotonic(), 0.0))
 
-    async def _request(self, dispatcher: Dispatcher, body: dict[str, Any],
-                       record: LiveRequest) -> None:  # fmt: skip
+    async def _request(
+        self, dispatcher: Dispatcher, body: dict[str, Any], record: LiveRequest
+    ) -> None:
         arrived = self.t0 + record.at
         try:
             async with aclosing(stream_completion(dispatcher, self.name, body)) as chunks:
                 async for _lease, chunk in chunks:
                     if record.ttft_s is None and any(
-                            c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+                        c.get("delta", {}).get("content") for c in chunk.get("choices", [])
+                    ):
                         record.ttft_s = time.monotonic() - arrived
             if record.ttft_s is None:
                 record.error = "no_tokens"
@@ -599,8 +688,7 @@ class LiveReplay:
         except NoHealthyWorker:
             record.error = "no_worker"
         except UpstreamError as exc:
-            record.error = "upstream_after_first_token" if record.ttft_s is not None \
-                else "upstream"
+            record.error = "upstream_after_first_token" if record.ttft_s is not None else "upstream"
             logger.warning("live replay request failed: %s", exc)
         except asyncio.CancelledError:
             record.error = record.error or "cancelled"
@@ -610,47 +698,69 @@ class LiveReplay:
 
     def _result(self, deployment: ModelDeployment, wall: float) -> LiveResult:
         target, speed = self.options.ttft_target_s, self.options.speed
-        done = [r for r in self.requests
-                if (r.ttft_s is not None or r.error) and r.error != "cancelled"]
-        met = sum(1 for r in self.requests
-                  if r.ttft_s is not None and r.ttft_s <= target and not r.error)  # fmt: skip
+        done = [
+            r for r in self.requests if (r.ttft_s is not None or r.error) and r.error != "cancelled"
+        ]
+        met = sum(
+            1 for r in self.requests if r.ttft_s is not None and r.ttft_s <= target and not r.error
+        )
         ttfts = sorted(r.ttft_s for r in self.requests if r.ttft_s is not None)
         replica_s, replicas = 0.0, []
         end = self.t_end or time.monotonic()
         for life in self.actuator.lives.values():
             stopped = life.stopped if life.stopped is not None else end
             replica_s += max(min(stopped, end) - max(life.started, self.t0), 0.0)
-            replicas.append({
-                "url": life.url, "pid": life.pid, "initial": life.initial, "warm": life.warm,
-                "started_s": self._trace_s(life.started),
-                "ready_after_s": None if life.ready is None else life.ready - life.started,
-                "stopped_s": None if life.stopped is None else self._trace_s(life.stopped),
-                "exited_on_its_own": life.exited})  # fmt: skip
+            replicas.append(
+                {
+                    "url": life.url,
+                    "pid": life.pid,
+                    "initial": life.initial,
+                    "warm": life.warm,
+                    "started_s": self._trace_s(life.started),
+                    "ready_after_s": None if life.ready is None else life.ready - life.started,
+                    "stopped_s": None if life.stopped is None else self._trace_s(life.stopped),
+                    "exited_on_its_own": life.exited,
+                }
+            )
         gpu_hours = replica_s * speed / 3600
         events, decisions = self._events(deployment)
-        replay = ReplayResult(name=f"{self.policy.mode} (live)", requests=float(len(self.requests)),
-                              met=float(met), gpu_hours=gpu_hours,
-                              cost=gpu_hours * self.options.gpu_cost_per_hour,
-                              events=events)  # fmt: skip
+        replay = ReplayResult(
+            name=f"{self.policy.mode} (live)",
+            requests=float(len(self.requests)),
+            met=float(met),
+            gpu_hours=gpu_hours,
+            cost=gpu_hours * self.options.gpu_cost_per_hour,
+            events=events,
+        )
         errors = Counter(r.error for r in self.requests if r.error)
         return LiveResult(
-            replay=replay, mode=self.policy.mode, speed=speed, rate_scale=self.rate_scale,
-            sent=len(self.requests), measured=len(done), errors=dict(errors),
-            ttft_p50_s=_quantile(ttfts, 0.5), ttft_p99_s=_quantile(ttfts, 0.99),
+            replay=replay,
+            mode=self.policy.mode,
+            speed=speed,
+            rate_scale=self.rate_scale,
+            sent=len(self.requests),
+            measured=len(done),
+            errors=dict(errors),
+            ttft_p50_s=_quantile(ttfts, 0.5),
+            ttft_p99_s=_quantile(ttfts, 0.99),
             driver_lag_p99_s=_quantile(sorted(r.lag_s for r in self.requests), 0.99) or 0.0,
             replica_seconds=replica_s,
-            peak_serving=max((int(p["serving"]) for p in self.timeline if p["t"] >= 0),
-                             default=0),
-            replicas=replicas, decisions=decisions,
-            timeline=[{**p, "t": round(p["t"] * speed + self.options.start_s, 1)}
-                      for p in self.timeline],
-            tick_errors=self.tick_errors, wall_s=wall)  # fmt: skip
+            peak_serving=max((int(p["serving"]) for p in self.timeline if p["t"] >= 0), default=0),
+            replicas=replicas,
+            decisions=decisions,
+            timeline=[
+                {**p, "t": round(p["t"] * speed + self.options.start_s, 1)} for p in self.timeline
+            ],
+            tick_errors=self.tick_errors,
+            wall_s=wall,
+        )
 
     def _trace_s(self, monotonic: float) -> float:
         return round((monotonic - self.t0) * self.options.speed + self.options.start_s, 1)
 
-    def _events(self, deployment: ModelDeployment) -> tuple[list[dict[str, Any]],
-                                                            list[dict[str, Any]]]:  # fmt: skip
+    def _events(
+        self, deployment: ModelDeployment
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Steps from the ScalingDecision rows, in trace seconds; and every recorded
         decision in the window with its reason."""
         rows = ScalingDecision.objects.filter(deployment=deployment).order_by("at")
@@ -661,13 +771,28 @@ class LiveReplay:
             if not self.wall_t0 <= wall <= end_wall:
                 continue
             t = round((wall - self.wall_t0) * self.options.speed + self.options.start_s, 1)
-            decisions.append({"t": t, "action": row.action, "rule": row.rule,
-                              "from": row.from_replicas, "to": row.to_replicas,
-                              "reason": row.reason, "actuated": row.actuated,
-                              "error": row.error})  # fmt: skip
+            decisions.append(
+                {
+                    "t": t,
+                    "action": row.action,
+                    "rule": row.rule,
+                    "from": row.from_replicas,
+                    "to": row.to_replicas,
+                    "reason": row.reason,
+                    "actuated": row.actuated,
+                    "error": row.error,
+                }
+            )
             if row.action in ("up", "down") and row.actuated:
-                events.append({"t": t, "action": row.action, "from": row.from_replicas,
-                               "to": row.to_replicas, "rule": row.rule})  # fmt: skip
+                events.append(
+                    {
+                        "t": t,
+                        "action": row.action,
+                        "from": row.from_replicas,
+                        "to": row.to_replicas,
+                        "rule": row.rule,
+                    }
+                )
         return events, decisions
 
 
@@ -675,4 +800,3 @@ def _quantile(ordered: list[float], q: float) -> float | None:
     if not ordered:
         return None
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
-

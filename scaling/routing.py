@@ -82,8 +82,9 @@ class Filter:
 class Scorer:
     """Rates the candidates on one concern, each from 0 (worst) to 1 (best)."""
 
-    def scores(self, workers: Sequence[WorkerView], request: RouteContext,
-               load: Load) -> list[float]:  # fmt: skip
+    def scores(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[float]:
         raise NotImplementedError
 
     def picked(self, worker: WorkerView, request: RouteContext) -> None:
@@ -93,8 +94,9 @@ class Scorer:
 class Picker:
     """Turns weighted score totals (one per candidate, same order) into one worker."""
 
-    def pick(self, workers: Sequence[WorkerView], totals: Sequence[float],
-             request: RouteContext) -> WorkerView:  # fmt: skip
+    def pick(
+        self, workers: Sequence[WorkerView], totals: Sequence[float], request: RouteContext
+    ) -> WorkerView:
         raise NotImplementedError
 
 
@@ -105,8 +107,9 @@ class BestScore(Picker):
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng or random.Random()
 
-    def pick(self, workers: Sequence[WorkerView], totals: Sequence[float],
-             request: RouteContext) -> WorkerView:  # fmt: skip
+    def pick(
+        self, workers: Sequence[WorkerView], totals: Sequence[float], request: RouteContext
+    ) -> WorkerView:
         best = max(totals)
         tied = [w for w, total in zip(workers, totals, strict=True) if total >= best - 1e-9]
         return tied[0] if len(tied) == 1 else self.rng.choice(tied)
@@ -121,20 +124,23 @@ class Router:
     scorers: Sequence[tuple[Scorer, float]]  # (scorer, weight)
     picker: Picker
 
-    def candidates(self, workers: Sequence[WorkerView], request: RouteContext,
-                   load: Load) -> list[WorkerView]:  # fmt: skip
+    def candidates(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[WorkerView]:
         return [w for w in workers if all(f.keep(w, request, load) for f in self.filters)]
 
-    def totals(self, workers: Sequence[WorkerView], request: RouteContext,
-               load: Load) -> list[float]:  # fmt: skip
+    def totals(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[float]:
         totals = [0.0] * len(workers)
         for scorer, weight in self.scorers:
             for index, score in enumerate(scorer.scores(workers, request, load)):
                 totals[index] += weight * score
         return totals
 
-    def route(self, workers: Sequence[WorkerView], request: RouteContext,
-              load: Load) -> WorkerView | None:  # fmt: skip
+    def route(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> WorkerView | None:
         candidates = self.candidates(workers, request, load)
         if not candidates:
             return None

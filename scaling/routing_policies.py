@@ -67,8 +67,9 @@ class LoadScorer(Scorer):
     it separates workers with equal counts in favour of the one with more free memory.
     Scaled so the least loaded candidate scores 1 and the most loaded 0."""
 
-    def scores(self, workers: Sequence[WorkerView], request: RouteContext,
-               load: Load) -> list[float]:  # fmt: skip
+    def scores(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[float]:
         values = [load.requests(w) + w.kv_usage for w in workers]
         low, high = min(values), max(values)
         if high - low < 1e-9:
@@ -101,8 +102,9 @@ def ring_walk(key: str, urls: Sequence[str]) -> list[str]:
     return list(order)
 
 
-def bounded_owner(key: str, workers: Sequence[WorkerView], load: Load,
-                  epsilon: float) -> WorkerView:  # fmt: skip
+def bounded_owner(
+    key: str, workers: Sequence[WorkerView], load: Load, epsilon: float
+) -> WorkerView:
     """Consistent hashing with bounded load: the key's first worker along the ring that
     carries less than the cap (1 + epsilon) x average. A hot key overflows onto the next
     workers along the ring, always the same ones, so their caches warm up to it too."""
@@ -120,8 +122,9 @@ class PrefixAffinityScorer(Scorer):
     def __init__(self, epsilon: float = EPSILON) -> None:
         self.epsilon = epsilon
 
-    def scores(self, workers: Sequence[WorkerView], request: RouteContext,
-               load: Load) -> list[float]:  # fmt: skip
+    def scores(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[float]:
         if request.prefix_key is None:
             return [0.0] * len(workers)
         owner = bounded_owner(request.prefix_key, workers, load, self.epsilon)
@@ -137,8 +140,9 @@ class SessionAffinityScorer(Scorer):
         self.max_sessions = max_sessions
         self.last_worker: OrderedDict[str, str] = OrderedDict()  # session -> url, LRU order
 
-    def scores(self, workers: Sequence[WorkerView], request: RouteContext,
-               load: Load) -> list[float]:  # fmt: skip
+    def scores(
+        self, workers: Sequence[WorkerView], request: RouteContext, load: Load
+    ) -> list[float]:
         url = self.last_worker.get(request.session_key or "")
         if url is None:
             return [0.0] * len(workers)
@@ -162,8 +166,9 @@ class RoundRobin(Picker):
     def __init__(self) -> None:
         self.last_url: dict[str, str] = {}
 
-    def pick(self, workers: Sequence[WorkerView], totals: Sequence[float],
-             request: RouteContext) -> WorkerView:  # fmt: skip
+    def pick(
+        self, workers: Sequence[WorkerView], totals: Sequence[float], request: RouteContext
+    ) -> WorkerView:
         ordered = sorted(workers, key=lambda w: w.url)
         last = self.last_url.get(request.deployment, "")
         worker = next((w for w in ordered if w.url > last), ordered[0])

@@ -31,8 +31,23 @@ LARGE_MAX_TOKENS = 2048  # the caller expects a long answer
 WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 NUMBER = re.compile(r"\d[\d,.]*")
 INSTRUCTION_END = re.compile(r"[:\"\n]")  # pasted or quoted material starts here
-CODE_STARTS = ("def ", "class ", "import ", "function ", "const ", "let ", "var ", "return ",
-               "#include", "fn ", "func ", "public ", "select ", "traceback", 'file "')  # fmt: skip
+CODE_STARTS = (
+    "def ",
+    "class ",
+    "import ",
+    "function ",
+    "const ",
+    "let ",
+    "var ",
+    "return ",
+    "#include",
+    "fn ",
+    "func ",
+    "public ",
+    "select ",
+    "traceback",
+    'file "',
+)
 
 
 def message_text(content: object) -> str:
@@ -75,8 +90,11 @@ class Scan:
 
     @classmethod
     def of(cls, task: str) -> "Scan":
-        window = task if len(task) <= HEAD_CHARS + TAIL_CHARS else (
-            f"{task[:HEAD_CHARS]}\n{task[-TAIL_CHARS:]}")  # fmt: skip
+        window = (
+            task
+            if len(task) <= HEAD_CHARS + TAIL_CHARS
+            else (f"{task[:HEAD_CHARS]}\n{task[-TAIL_CHARS:]}")
+        )
         text = window.lower()
         return cls(len(task), text, frozenset(WORD.findall(text)))
 
@@ -124,19 +142,26 @@ def _phrases(*parts: str) -> list[str]:
 
 
 class AsksForCode(Rule):
-    """"implement", or a making verb with a code noun soon after: "write a bash script"."""
+    """ "implement", or a making verb with a code noun soon after: "write a bash script"."""
 
     VERBS = _set("write build create refactor optimise optimize translate")
-    NOUNS = _set("function class script program query queries algorithm module server test tests "
-                 "manifest dockerfile workflow schema implementation cli code api regex expression")
-    NEAR = re.compile(r"\b(?:write|build|create|refactor|optimi[sz]e|translate)\b[^.?!\n]{0,60}\b"
-                      rf"(?:{'|'.join(sorted(NOUNS - {'expression'}))}|regular expression)\b")
+    NOUNS = _set(
+        "function class script program query queries algorithm module server test tests "
+        "manifest dockerfile workflow schema implementation cli code api regex expression"
+    )
+    NEAR = re.compile(
+        r"\b(?:write|build|create|refactor|optimi[sz]e|translate)\b[^.?!\n]{0,60}\b"
+        rf"(?:{'|'.join(sorted(NOUNS - {'expression'}))}|regular expression)\b"
+    )
 
     def fires(self, scan: Scan, request: TierRequest) -> bool:
         if "implement" in scan.words:
             return True
-        return (not self.VERBS.isdisjoint(scan.words) and not self.NOUNS.isdisjoint(scan.words)
-                and self.NEAR.search(scan.text) is not None)  # fmt: skip
+        return (
+            not self.VERBS.isdisjoint(scan.words)
+            and not self.NOUNS.isdisjoint(scan.words)
+            and self.NEAR.search(scan.text) is not None
+        )
 
 
 class CodeLines(Rule):
@@ -152,15 +177,19 @@ class CodeLines(Rule):
 
 
 def _code_like(line: str) -> bool:
-    return (line.startswith(CODE_STARTS) or line.endswith((";", "{", "}"))
-            or (line.startswith(("if ", "for ")) and line.endswith((":", "{")))
-            or (line.startswith("from ") and " import " in line))  # fmt: skip
+    return (
+        line.startswith(CODE_STARTS)
+        or line.endswith((";", "{", "}"))
+        or (line.startswith(("if ", "for ")) and line.endswith((":", "{")))
+        or (line.startswith("from ") and " import " in line)
+    )
 
 
 class LongWriting(Rule):
     def fires(self, scan: Scan, request: TierRequest) -> bool:
         return super().fires(scan, request) or (
-            "word" in scan.text and re.search(r"\b\d[\d,]{2,}[- ]words?\b", scan.text) is not None)
+            "word" in scan.text and re.search(r"\b\d[\d,]{2,}[- ]words?\b", scan.text) is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -192,44 +221,98 @@ RULES: tuple[Rule, ...] = (
     Rule("code block", 2, phrases=("```",)),
     CodeLines("code or stack trace", 2),
     AsksForCode("asks for code", 2),
-    rule("debugging", 2, "bug debug throw throws traceback hangs oomkilled slow",
-         ["doesn't compile", "doesnt compile", "stack trace", "root cause", "race condition"]),
-    rule("maths or proof", 2, "prove proof derive derivation integral eigenvalue eigenvalues "
-         "eigenvector eigenvectors equations probability induction theorem lagrange matrix "
-         "gradient", ["show that"]),
-    rule("step-by-step reasoning", 2, "reasoning", ["step by step", "step-by-step",
-         "walk me through", "think through", "explain why",
-         *_phrases("show", "your|each|the", "working|step")]),
-    rule("analysis or comparison", 2, "compare comparison analyse analyze evaluate trade-off "
-         "trade-offs tradeoff tradeoffs critically critique weigh weighs weighing discuss",
-         ["pros and cons", "strengths and weaknesses"]),
+    rule(
+        "debugging",
+        2,
+        "bug debug throw throws traceback hangs oomkilled slow",
+        ["doesn't compile", "doesnt compile", "stack trace", "root cause", "race condition"],
+    ),
+    rule(
+        "maths or proof",
+        2,
+        "prove proof derive derivation integral eigenvalue eigenvalues "
+        "eigenvector eigenvectors equations probability induction theorem lagrange matrix "
+        "gradient",
+        ["show that"],
+    ),
+    rule(
+        "step-by-step reasoning",
+        2,
+        "reasoning",
+        [
+            "step by step",
+            "step-by-step",
+            "walk me through",
+            "think through",
+            "explain why",
+            *_phrases("show", "your|each|the", "working|step"),
+        ],
+    ),
+    rule(
+        "analysis or comparison",
+        2,
+        "compare comparison analyse analyze evaluate trade-off "
+        "trade-offs tradeoff tradeoffs critically critique weigh weighs weighing discuss",
+        ["pros and cons", "strengths and weaknesses"],
+    ),
     rule("design or strategy", 2, "design architecture strategy go-to-market"),
-    LongWriting("long-form writing", 2, _set(
-        "essay report story proposal guide postmortem speech itinerary narrative"),
-        ("blog post", "requirements document", "lesson plan", "cover letter",
-         "literature review")),
+    LongWriting(
+        "long-form writing",
+        2,
+        _set("essay report story proposal guide postmortem speech itinerary narrative"),
+        ("blog post", "requirements document", "lesson plan", "cover letter", "literature review"),
+    ),
     rule("plan", 1, "plan roadmap migration"),
     rule("asks for depth", 1, "detailed comprehensive thorough", ["in depth", "in detail"]),
     rule("asks for an explanation", 1, "explain justify", ["and why"]),
-    rule("open-ended how", 1, "", [*_phrases("how", "would|should|could", "you|i|we"),
-         "what's the best way", "what is the best way", "what would happen"]),
+    rule(
+        "open-ended how",
+        1,
+        "",
+        [
+            *_phrases("how", "would|should|could", "you|i|we"),
+            "what's the best way",
+            "what is the best way",
+            "what would happen",
+        ],
+    ),
     rule("calculation", 1, "calculate compute estimate model"),
-    rule("scale or performance", 1, "million latency p99 throughput concurrent scale",
-         ["per second"]),
+    rule(
+        "scale or performance", 1, "million latency p99 throughput concurrent scale", ["per second"]
+    ),
     SeveralRequirements("several requirements", 1),
     SeveralFigures("several figures", 1),
     Check("several questions", 1, test=lambda scan, _: scan.text.count("?") >= 3),
     Check("long task", 1, test=lambda scan, _: scan.length > LONG_TASK_CHARS),
-    Check("long conversation", 2, test=lambda _, request: (
-        request.context_chars > LONG_CONTEXT_CHARS
-        or len(request.messages) > LONG_CONTEXT_MESSAGES)),
-    Check("large max_tokens", 2, test=lambda _, request: (
-        request.max_tokens is not None and request.max_tokens >= LARGE_MAX_TOKENS)),
+    Check(
+        "long conversation",
+        2,
+        test=lambda _, request: (
+            request.context_chars > LONG_CONTEXT_CHARS
+            or len(request.messages) > LONG_CONTEXT_MESSAGES
+        ),
+    ),
+    Check(
+        "large max_tokens",
+        2,
+        test=lambda _, request: (
+            request.max_tokens is not None and request.max_tokens >= LARGE_MAX_TOKENS
+        ),
+    ),
     Check("structured output", 1, test=lambda _, request: request.json_output),
-    rule("short-output request", -2, "translate one-line one-liner briefly rephrase shorten",
-         ["in one sentence", "in one line", "in simple terms", "rewrite this",
-          *_phrases("fix the", "grammar|spelling|typo")]),
-)  # fmt: skip
+    rule(
+        "short-output request",
+        -2,
+        "translate one-line one-liner briefly rephrase shorten",
+        [
+            "in one sentence",
+            "in one line",
+            "in simple terms",
+            "rewrite this",
+            *_phrases("fix the", "grammar|spelling|typo"),
+        ],
+    ),
+)
 
 
 class RuleClassifier(TierClassifier):
@@ -257,11 +340,15 @@ def _reason(score: float, fired: list[Rule]) -> str:
 default_classifier: TierClassifier = RuleClassifier()
 
 
-def classify(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None,
-             response_format: object = None) -> TierDecision:  # fmt: skip
+def classify(
+    messages: Sequence[Mapping[str, Any]],
+    max_tokens: int | None = None,
+    response_format: object = None,
+) -> TierDecision:
     """The tier for one chat request, by the default classifier."""
     json_output = isinstance(response_format, Mapping) and str(
-        response_format.get("type", "")).startswith("json")
+        response_format.get("type", "")
+    ).startswith("json")
     return default_classifier.classify(TierRequest(messages, max_tokens, json_output))
 
 
@@ -281,8 +368,9 @@ class TierRoute:
         return {"x-sluice-tier": f"{self.tier} ({why})", "x-sluice-routed-model": self.deployment}
 
 
-def choose_deployment(decision: TierDecision,
-                      deployments: Iterable[tuple[str, str]]) -> TierRoute | None:  # fmt: skip
+def choose_deployment(
+    decision: TierDecision, deployments: Iterable[tuple[str, str]]
+) -> TierRoute | None:
     """The first deployment by name of the decided tier, else of the other routed tier.
 
     `deployments` are the (name, tier) pairs the caller may use. First by name keeps the

@@ -72,17 +72,24 @@ def platform(redis_url: str, upstream_sim: Any) -> Iterator[dict[str, Any]]:
     yield from live_platform(redis_url, upstream_sim)
 
 
-def live_platform(redis_url: str, upstream_sim: Any, requests_per_minute: int = 100,
-                  max_in_flight_per_worker: int = 8) -> Iterator[dict[str, Any]]:  # fmt: skip
+def live_platform(
+    redis_url: str,
+    upstream_sim: Any,
+    requests_per_minute: int = 100,
+    max_in_flight_per_worker: int = 8,
+) -> Iterator[dict[str, Any]]:
     from gateway.accounts import actions
     from inference import fleet
     from tests.live import LiveGateway
 
-    team = actions.create_team("Acme", requests_per_minute=requests_per_minute,
-                               tokens_per_minute=100_000)  # fmt: skip
+    team = actions.create_team(
+        "Acme", requests_per_minute=requests_per_minute, tokens_per_minute=100_000
+    )
     deployment = fleet.ensure_deployment(
-        "small-model", served_model_name="sim-upstream",
-        max_in_flight_per_worker=max_in_flight_per_worker)  # fmt: skip
+        "small-model",
+        served_model_name="sim-upstream",
+        max_in_flight_per_worker=max_in_flight_per_worker,
+    )
     fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
     fleet.ensure_deployment("model-without-workers")
     gateway = LiveGateway(redis_url)
@@ -92,13 +99,18 @@ def live_platform(redis_url: str, upstream_sim: Any, requests_per_minute: int = 
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # until the scraper has published the worker
             try:
-                client.chat.completions.create(model="small-model", messages=MESSAGES,
-                                               max_tokens=1)  # fmt: skip
+                client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=1)
                 break
             except openai.InternalServerError:
                 time.sleep(0.2)
-        yield {"gateway": gateway, "team": team, "key": key, "client": client,
-               "sim": upstream_sim, "redis_url": redis_url}  # fmt: skip
+        yield {
+            "gateway": gateway,
+            "team": team,
+            "key": key,
+            "client": client,
+            "sim": upstream_sim,
+            "redis_url": redis_url,
+        }
     finally:
         gateway.stop()
 

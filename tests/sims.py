@@ -32,13 +32,26 @@ class SimProcess:
     ):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        fixed = [] if fixed_ttft_ms is None else [
-            "--fixed-ttft-ms", str(fixed_ttft_ms), "--fixed-itl-ms", str(fixed_itl_ms)]
+        fixed = (
+            []
+            if fixed_ttft_ms is None
+            else ["--fixed-ttft-ms", str(fixed_ttft_ms), "--fixed-itl-ms", str(fixed_itl_ms)]
+        )
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "inference.sim", "--port", str(self.port), "--profile", profile,
-             "--model", model, *fixed],
+            [
+                sys.executable,
+                "-m",
+                "inference.sim",
+                "--port",
+                str(self.port),
+                "--profile",
+                profile,
+                "--model",
+                model,
+                *fixed,
+            ],
             cwd=REPO_ROOT,
-        )  # fmt: skip
+        )
         wait_until_answers(f"{self.url}/health", 15, "simulator")
 
     def metric(self, name: str) -> float:

@@ -33,11 +33,17 @@ def test_adding_a_key_in_the_admin_shows_it_once_and_it_works(staff_client):
     team = actions.create_team("Acme")
     response = staff_client.post(
         "/admin/accounts/apikey/add/",
-        {"team": team.pk, "name": "from admin", "scopes": '["inference"]',
-         "allowed_models": "[]", "requests_per_minute": "", "expires_at_0": "",
-         "expires_at_1": ""},
+        {
+            "team": team.pk,
+            "name": "from admin",
+            "scopes": '["inference"]',
+            "allowed_models": "[]",
+            "requests_per_minute": "",
+            "expires_at_0": "",
+            "expires_at_1": "",
+        },
         follow=True,
-    )  # fmt: skip
+    )
     assert response.status_code == 200
     shown = re.search(r"sk-sluice-[a-z0-9]{8}-[A-Za-z0-9]{40}", response.content.decode())
     assert shown is not None, response.content.decode()[:2000]

@@ -30,30 +30,55 @@ from scaling.forecast import Forecaster, bucket_start, level_and_trend
 from scaling.models import AutoscalePolicy
 
 NOW = 1_000_000.0
-POLICY = PolicySpec(min_replicas=1, max_replicas=20, slots_per_replica=10, mode="reactive",
-                    scale_up_window_s=60, scale_down_window_s=900, scale_up_cooldown_s=60,
-                    scale_down_cooldown_s=300, ttft_p99_target_s=1.0)  # fmt: skip
+POLICY = PolicySpec(
+    min_replicas=1,
+    max_replicas=20,
+    slots_per_replica=10,
+    mode="reactive",
+    scale_up_window_s=60,
+    scale_down_window_s=900,
+    scale_up_cooldown_s=60,
+    scale_down_cooldown_s=300,
+    ttft_p99_target_s=1.0,
+)
 
 
-def fleet(ready: int = 3, starting: int = 0, warm: int = 0, draining: int = 0,
-          in_flight: float = 5.0) -> FleetState:  # fmt: skip
+def fleet(
+    ready: int = 3, starting: int = 0, warm: int = 0, draining: int = 0, in_flight: float = 5.0
+) -> FleetState:
     ids = itertools.count(1)
     workers = [WorkerState(id=next(ids), state=READY, in_flight=in_flight) for _ in range(ready)]
     workers += [WorkerState(id=next(ids), state=STARTING, healthy=False) for _ in range(starting)]
     workers += [WorkerState(id=next(ids), state=WARM, since=NOW - 500) for _ in range(warm)]
-    workers += [WorkerState(id=next(ids), state=DRAINING, in_flight=2, since=NOW - 10,
-                            observed_at=NOW) for _ in range(draining)]  # fmt: skip
+    workers += [
+        WorkerState(id=next(ids), state=DRAINING, in_flight=2, since=NOW - 10, observed_at=NOW)
+        for _ in range(draining)
+    ]
     return FleetState(workers=tuple(workers))
 
 
-def history(utilisation: float, seconds: float, serving: int = 3, tick: float = 15,
-            queue: float = 0, ttft: float | None = None) -> list[Sample]:  # fmt: skip
+def history(
+    utilisation: float,
+    seconds: float,
+    serving: int = 3,
+    tick: float = 15,
+    queue: float = 0,
+    ttft: float | None = None,
+) -> list[Sample]:
     """Samples every tick for the last `seconds`, ending at NOW, all at this utilisation."""
     count = int(seconds // tick) + 1
     demand = utilisation * serving * POLICY.slots_per_replica
-    return [Sample(at=NOW - (count - 1 - i) * tick, utilisation=utilisation, queue=queue,
-                   demand=demand + queue, ttft_p99_s=ttft, serving=serving)
-            for i in range(count)]  # fmt: skip
+    return [
+        Sample(
+            at=NOW - (count - 1 - i) * tick,
+            utilisation=utilisation,
+            queue=queue,
+            demand=demand + queue,
+            ttft_p99_s=ttft,
+            serving=serving,
+        )
+        for i in range(count)
+    ]
 
 
 # sustained windows, cooldowns, clamps
@@ -71,11 +96,12 @@ def test_scale_up_needs_the_condition_for_the_whole_window():
     assert decide(POLICY, broken, fleet(), NOW, LastActions()).action == "hold"
 
 
-@pytest.mark.parametrize(("queue", "ttft", "signal"), [(1500, None, "queue 1500 > 1000"),
-                                                       (0, 2.5, "P99 TTFT 2.50 s > 1.00 s")])
+@pytest.mark.parametrize(
+    ("queue", "ttft", "signal"),
+    [(1500, None, "queue 1500 > 1000"), (0, 2.5, "P99 TTFT 2.50 s > 1.00 s")],
+)
 def test_queue_and_ttft_also_scale_up_when_sustained(queue, ttft, signal):
-    decision = decide(POLICY, history(0.5, 60, queue=queue, ttft=ttft), fleet(), NOW,
-                      LastActions())  # fmt: skip
+    decision = decide(POLICY, history(0.5, 60, queue=queue, ttft=ttft), fleet(), NOW, LastActions())
     assert decision.action == "up" and signal in decision.reason
 
 
@@ -101,32 +127,38 @@ def test_cooldowns_hold_back_repeated_steps():
 
 
 def test_min_and_max_replicas_are_enforced_at_once():
-    grow = decide(replace(POLICY, min_replicas=4), [], fleet(ready=1), NOW,
-                  LastActions(up_at=NOW - 1))  # fmt: skip
+    grow = decide(
+        replace(POLICY, min_replicas=4), [], fleet(ready=1), NOW, LastActions(up_at=NOW - 1)
+    )
     assert grow.action == "up" and grow.rule == "min_replicas" and grow.start == 3
-    shrink = decide(replace(POLICY, max_replicas=2), history(0.5, 60), fleet(ready=4), NOW,
-                    LastActions())  # fmt: skip
+    shrink = decide(
+        replace(POLICY, max_replicas=2), history(0.5, 60), fleet(ready=4), NOW, LastActions()
+    )
     assert shrink.action == "down" and shrink.rule == "max_replicas" and len(shrink.drain) == 2
-    capped = decide(replace(POLICY, max_replicas=3), history(1.0, 60), fleet(ready=3), NOW,
-                    LastActions())  # fmt: skip
+    capped = decide(
+        replace(POLICY, max_replicas=3), history(1.0, 60), fleet(ready=3), NOW, LastActions()
+    )
     assert capped.action == "hold" and capped.rule == "at_max"
 
 
 def test_replicas_still_starting_count_as_capacity_coming():
-    decision = decide(POLICY, history(0.95, 120), fleet(ready=3, starting=2), NOW,
-                      LastActions(up_at=NOW - 90))  # fmt: skip
+    decision = decide(
+        POLICY, history(0.95, 120), fleet(ready=3, starting=2), NOW, LastActions(up_at=NOW - 90)
+    )
     assert decision.action == "hold" and decision.rule == "capacity_starting"
 
 
 def test_warm_replicas_are_promoted_before_anything_starts_and_the_pool_refills():
     policy = replace(POLICY, warm_pool=2)
-    decision = decide(policy, history(0.95, 60, serving=3), fleet(ready=3, warm=2), NOW,
-                      LastActions())  # fmt: skip
+    decision = decide(
+        policy, history(0.95, 60, serving=3), fleet(ready=3, warm=2), NOW, LastActions()
+    )
     assert decision.action == "up" and decision.to_replicas == 5
     assert decision.promote == (4, 5) and decision.start == 0  # both warm ones, instantly
     assert decision.start_warm == 2  # and the pool is topped up behind them
-    draining_first = decide(policy, history(0.95, 60), fleet(ready=3, warm=2, draining=1), NOW,
-                            LastActions())  # fmt: skip
+    draining_first = decide(
+        policy, history(0.95, 60), fleet(ready=3, warm=2, draining=1), NOW, LastActions()
+    )
     assert draining_first.promote[0] == 6  # a draining replica is put back before a warm one
 
 
@@ -135,35 +167,45 @@ def test_a_draining_replica_is_stopped_only_when_idle_in_a_scrape_after_the_drai
     stale = WorkerState(id=2, state=DRAINING, in_flight=0, since=NOW - 1, observed_at=NOW - 5)
     idle = WorkerState(id=3, state=DRAINING, in_flight=0, since=NOW - 60, observed_at=NOW)
     loading = WorkerState(id=4, state=STARTING, in_flight=0, healthy=False)
-    state = FleetState(workers=(busy, stale, idle, loading,
-                                WorkerState(id=5, state=READY, in_flight=4)))  # fmt: skip
+    state = FleetState(
+        workers=(busy, stale, idle, loading, WorkerState(id=5, state=READY, in_flight=4))
+    )
     decision = decide(POLICY, history(0.5, 60, serving=2), state, NOW, LastActions())
     assert decision.stop == (3,) and decision.action == "drain"
 
 
 def test_scale_down_never_picks_a_loading_or_unmanaged_replica():
-    workers = (WorkerState(id=1, state=STARTING, healthy=False),
-               WorkerState(id=2, state=READY, in_flight=9, managed=False),
-               WorkerState(id=3, state=READY, in_flight=1),
-               WorkerState(id=4, state=READY, in_flight=0))  # fmt: skip
-    decision = decide(POLICY, history(0.05, 900, serving=4), FleetState(workers=workers), NOW,
-                      LastActions())  # fmt: skip
+    workers = (
+        WorkerState(id=1, state=STARTING, healthy=False),
+        WorkerState(id=2, state=READY, in_flight=9, managed=False),
+        WorkerState(id=3, state=READY, in_flight=1),
+        WorkerState(id=4, state=READY, in_flight=0),
+    )
+    decision = decide(
+        POLICY, history(0.05, 900, serving=4), FleetState(workers=workers), NOW, LastActions()
+    )
     assert set(decision.drain) <= {3, 4} and decision.drain[0] == 4
 
 
 worker_states = st.builds(
-    WorkerState, id=st.integers(1, 10_000),
+    WorkerState,
+    id=st.integers(1, 10_000),
     state=st.sampled_from([READY, STARTING, WARM, DRAINING]),
-    in_flight=st.sampled_from([0.0, 0.0, 1.0, 7.0]), healthy=st.booleans(),
-    since=st.floats(NOW - 3600, NOW), observed_at=st.floats(NOW - 3600, NOW),
+    in_flight=st.sampled_from([0.0, 0.0, 1.0, 7.0]),
+    healthy=st.booleans(),
+    since=st.floats(NOW - 3600, NOW),
+    observed_at=st.floats(NOW - 3600, NOW),
     managed=st.booleans(),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(workers=st.lists(worker_states, max_size=12, unique_by=lambda w: w.id),
-       utilisation=st.floats(0, 1), seconds=st.sampled_from([0, 60, 900, 1200]),
-       warm_pool=st.integers(0, 3))  # fmt: skip
+@given(
+    workers=st.lists(worker_states, max_size=12, unique_by=lambda w: w.id),
+    utilisation=st.floats(0, 1),
+    seconds=st.sampled_from([0, 60, 900, 1200]),
+    warm_pool=st.integers(0, 3),
+)
 def test_no_decision_stops_a_loading_or_busy_replica(workers, utilisation, seconds, warm_pool):
     policy = replace(POLICY, warm_pool=warm_pool, min_replicas=0)
     samples = history(utilisation, seconds) if seconds else []
@@ -209,12 +251,16 @@ def test_thresholds_that_would_oscillate_are_refused():
 
 def test_forecast_ignores_noise_and_follows_a_real_trend():
     rng = random.Random(7)
-    flat = [Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=500 + rng.gauss(0, 20))
-            for i in range(60, -1, -1)]  # fmt: skip
+    flat = [
+        Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=500 + rng.gauss(0, 20))
+        for i in range(60, -1, -1)
+    ]
     level, trend = level_and_trend(flat, NOW, 300)
     assert trend == 0 and abs(level - 500) < 15
-    ramp = [Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=500 + 2 * (900 - 15 * i))
-            for i in range(60, -1, -1)]  # fmt: skip
+    ramp = [
+        Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=500 + 2 * (900 - 15 * i))
+        for i in range(60, -1, -1)
+    ]
     forecast = Forecaster(periods=()).forecast(ramp, {}, NOW, 180)
     assert forecast.trend_per_s == pytest.approx(2.0)
     assert forecast.value == pytest.approx(2300 + 360)
@@ -225,8 +271,9 @@ def test_forecast_applies_yesterdays_rise_to_todays_level():
     then = bucket_start(NOW - day, 300)
     # yesterday, demand doubled two buckets after this time of day
     buckets = {then + k * 300: 100.0 if k < 2 else 200.0 for k in range(-10, 10)}
-    recent = [Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=150.0)
-              for i in range(60, -1, -1)]  # fmt: skip
+    recent = [
+        Sample(at=NOW - 15 * i, utilisation=0.5, queue=0, demand=150.0) for i in range(60, -1, -1)
+    ]
     forecast = Forecaster(periods=(day,)).forecast(recent, buckets, NOW, 900)
     assert forecast.seasonal_ratio == pytest.approx(201 / 101, rel=0.01)
     assert forecast.value == pytest.approx(150 * 201 / 101, rel=0.01)
@@ -261,24 +308,30 @@ def test_predictive_starts_capacity_a_startup_ahead_of_a_seasonal_ramp_where_rea
     runs in a second): each day demand rises tenfold within ten minutes. Predictive has
     the capacity ready as the ramp arrives; reactive starts it after the fact."""
     period, startup = 7200, 300
+
     def rate(t: int) -> float:
         phase = t % period
         return 20.0 + 180.0 * min(max((phase - 3600) / 600, 0.0), 1.0)
 
     demand = _demand([rate(t) for t in range(3 * period)])
-    base = PolicySpec(min_replicas=1, max_replicas=100, startup_time_s=startup,
-                      ttft_p99_target_s=1.0)  # fmt: skip
+    base = PolicySpec(
+        min_replicas=1, max_replicas=100, startup_time_s=startup, ttft_p99_target_s=1.0
+    )
     model = FleetModel(startup_time_s=startup)
     forecaster = Forecaster(periods=(period,), bucket_s=60)
     results = {}
     for mode in ("reactive", "predictive"):
         controller = AutoscalerController(replace(base, mode=mode), forecaster=forecaster)
         results[mode] = replay(demand, model, controller, base, measure_from_s=2 * period)
+
     def short_minutes(result):
         """Minutes of the last day's ramp when ready replicas could not hold the load."""
         ramp = range(2 * period + 3600, 2 * period + 3600 + 600 + startup)
-        return sum(1 for t, _, ready in result.timeline if int(t) in ramp
-                   and ready * 64 < demand.in_flight(int(t), 0.25, 0.015))  # fmt: skip
+        return sum(
+            1
+            for t, _, ready in result.timeline
+            if int(t) in ramp and ready * 64 < demand.in_flight(int(t), 0.25, 0.015)
+        )
 
     assert short_minutes(results["predictive"]) == 0
     assert short_minutes(results["reactive"]) >= startup / 60  # a start-up time behind

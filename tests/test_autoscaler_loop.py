@@ -35,8 +35,9 @@ class FakeActuator(Actuator):
     def start_replica(self, deployment, *, warm=False, spot=False):
         url = f"http://10.0.0.{len(self.started) + 100}:8000"
         self.started.append((url, warm))
-        fleet.register_worker(deployment, url, registered_by="autoscaler",
-                              state="warm" if warm else "starting")  # fmt: skip
+        fleet.register_worker(
+            deployment, url, registered_by="autoscaler", state="warm" if warm else "starting"
+        )
         return Replica(key=url, url=url, alive=True)
 
     def stop_replica(self, worker):
@@ -52,12 +53,27 @@ class FakeActuator(Actuator):
 
 def publish(workers: list[Worker], running: float, now: float, waiting: float = 0) -> None:
     """Write the fleet snapshot the scraper would have written."""
-    views = {str(w.pk): WorkerView(
-        id=w.pk, url=w.url, deployment=w.deployment.name, upstream_model=w.deployment.name,
-        state=w.state, max_in_flight=w.deployment.max_in_flight_per_worker, labels=w.labels,
-        healthy=True, running=running, waiting=waiting, kv_usage=0.1, prefix_hit_rate=None,
-        ttft_p50_s=0.1, ttft_p99_s=0.3, scraped_at=now, error="").to_json()
-        for w in workers}  # fmt: skip
+    views = {
+        str(w.pk): WorkerView(
+            id=w.pk,
+            url=w.url,
+            deployment=w.deployment.name,
+            upstream_model=w.deployment.name,
+            state=w.state,
+            max_in_flight=w.deployment.max_in_flight_per_worker,
+            labels=w.labels,
+            healthy=True,
+            running=running,
+            waiting=waiting,
+            kv_usage=0.1,
+            prefix_hit_rate=None,
+            ttft_p50_s=0.1,
+            ttft_p99_s=0.3,
+            scraped_at=now,
+            error="",
+        ).to_json()
+        for w in workers
+    }
     client = sync_redis()
     client.delete(SNAPSHOT_KEY)
     for key, value in views.items():
@@ -67,11 +83,11 @@ def publish(workers: list[Worker], running: float, now: float, waiting: float = 
 @pytest.fixture
 def deployment():
     deployment = fleet.ensure_deployment("chat", max_in_flight_per_worker=10)
-    AutoscalePolicy.objects.create(deployment=deployment, mode="reactive", min_replicas=1,
-                                   max_replicas=6, warm_pool=1)  # fmt: skip
+    AutoscalePolicy.objects.create(
+        deployment=deployment, mode="reactive", min_replicas=1, max_replicas=6, warm_pool=1
+    )
     for port in (1, 2):
-        fleet.register_worker(deployment, f"http://10.0.0.{port}:8000", "autoscaler",
-                              state="ready")  # fmt: skip
+        fleet.register_worker(deployment, f"http://10.0.0.{port}:8000", "autoscaler", state="ready")
     return deployment
 
 
@@ -196,11 +212,22 @@ class FakeKubernetes(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         FakeKubernetes.calls.append(("GET", self.path, "", {}))
         if "/pods" in self.path:
-            return self._reply({"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                                "items": FakeKubernetes.pods})  # fmt: skip
-        self._reply({"apiVersion": "autoscaling/v1", "kind": "Scale",
-                     "metadata": {"name": "vllm-chat", "namespace": "sluice"},
-                     "spec": {"replicas": FakeKubernetes.replicas}})  # fmt: skip
+            return self._reply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PodList",
+                    "metadata": {},
+                    "items": FakeKubernetes.pods,
+                }
+            )
+        self._reply(
+            {
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {"name": "vllm-chat", "namespace": "sluice"},
+                "spec": {"replicas": FakeKubernetes.replicas},
+            }
+        )
 
     def do_PATCH(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -233,11 +260,18 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
             ("GET", scale, "", {}),
             ("PATCH", scale, "application/strategic-merge-patch+json", {"spec": {"replicas": 3}}),
         ]
-        FakeKubernetes.pods = [{
-            "metadata": {"name": "vllm-chat-abc12", "labels": {"sluice.io/deployment": "vllm-chat",
-                                                               "sluice.io/pool": "on-demand"}},
-            "status": {"podIP": "10.1.2.3", "conditions": [{"type": "Ready", "status": "True"}]},
-        }]  # fmt: skip
+        FakeKubernetes.pods = [
+            {
+                "metadata": {
+                    "name": "vllm-chat-abc12",
+                    "labels": {"sluice.io/deployment": "vllm-chat", "sluice.io/pool": "on-demand"},
+                },
+                "status": {
+                    "podIP": "10.1.2.3",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        ]
         actuator.reconcile(deployment)  # the new pod becomes a worker, held warm as asked
         pods_call = FakeKubernetes.calls[-1][1]
         assert pods_call.startswith("/api/v1/namespaces/sluice/pods?labelSelector=")
@@ -247,8 +281,9 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
         actuator.stop_replica(worker)
         pod_patch, scale_patch = FakeKubernetes.calls[0], FakeKubernetes.calls[2]
         assert pod_patch[1] == "/api/v1/namespaces/sluice/pods/vllm-chat-abc12"
-        assert pod_patch[3] == {"metadata": {"annotations": {
-            "controller.kubernetes.io/pod-deletion-cost": "-1000"}}}  # fmt: skip
+        assert pod_patch[3] == {
+            "metadata": {"annotations": {"controller.kubernetes.io/pod-deletion-cost": "-1000"}}
+        }
         assert scale_patch[3] == {"spec": {"replicas": 2}}
         assert Worker.objects.get(pk=worker.pk).state == "dead"
     finally:
@@ -270,8 +305,7 @@ def test_replay_command_reports_slo_gpu_hours_and_events():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(settings,
-                                                                                tmp_path):
+def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(settings, tmp_path):
     """Loop + local actuator + the real scraper, with simulator processes."""
     import asyncio
 
@@ -319,7 +353,13 @@ def test_admin_edits_policies_and_shows_decisions_read_only(deployment):
     assert staff.get("/admin/scaling/autoscalepolicy/").status_code == 200
     page = staff.get(f"/admin/scaling/autoscalepolicy/{policy.pk}/change/")
     assert page.status_code == 200 and b"scale_down_window_s" in page.content
-    ScalingDecision.objects.create(deployment=deployment, action="up", rule="sustained_up",
-                                   from_replicas=2, to_replicas=3, reason="because")  # fmt: skip
+    ScalingDecision.objects.create(
+        deployment=deployment,
+        action="up",
+        rule="sustained_up",
+        from_replicas=2,
+        to_replicas=3,
+        reason="because",
+    )
     assert staff.get("/admin/scaling/scalingdecision/").status_code == 200
     assert staff.get("/admin/scaling/scalingdecision/add/").status_code == 403

@@ -29,8 +29,7 @@ def fixed_sim():
 
 def bench(tmp_path: Path, url: str, **options: object) -> dict[str, Any]:
     out = tmp_path / "bench.json"
-    call_command("bench", url=url, model="sim", max_tokens=TOKENS, json=out, quiet=True,
-                 **options)  # fmt: skip
+    call_command("bench", url=url, model="sim", max_tokens=TOKENS, json=out, quiet=True, **options)
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
 
@@ -50,8 +49,9 @@ def test_a_streamed_sweep_reports_the_configured_latency_and_throughput(fixed_si
 
 
 def test_without_streaming_the_first_token_is_the_whole_reply(fixed_sim, tmp_path):
-    (level,) = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="2", requests=10,
-                     stream=False)["levels"]  # fmt: skip
+    (level,) = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="2", requests=10, stream=False)[
+        "levels"
+    ]
     assert EXPECTED_LATENCY_S <= level["latency_p50_s"] < EXPECTED_LATENCY_S * 1.4
     assert level["ttft_p50_s"] == pytest.approx(level["latency_p50_s"], abs=0.002)
 
@@ -65,10 +65,22 @@ def test_open_loop_arrivals_follow_the_seeded_schedule(fixed_sim, tmp_path):
 
 
 def test_errors_are_counted_by_kind(fixed_sim, tmp_path):
-    wrong_model = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="1", requests=3,
-                        compare=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
-    call_command("bench", url=f"{fixed_sim.url}/v1", model="no-such-model", concurrency="1",
-                 requests=2, quiet=True, json=tmp_path / "missing.json")  # fmt: skip
+    wrong_model = bench(
+        tmp_path,
+        f"{fixed_sim.url}/v1",
+        concurrency="1",
+        requests=3,
+        compare=f"http://127.0.0.1:{free_port()}/v1",
+    )
+    call_command(
+        "bench",
+        url=f"{fixed_sim.url}/v1",
+        model="no-such-model",
+        concurrency="1",
+        requests=2,
+        quiet=True,
+        json=tmp_path / "missing.json",
+    )
     missing = json.loads((tmp_path / "missing.json").read_text())
     assert missing["levels"][0]["errors"] == {"http_404": 2}
     target, nobody = wrong_model["levels"]
@@ -77,8 +89,14 @@ def test_errors_are_counted_by_kind(fixed_sim, tmp_path):
 
 
 def test_compare_runs_both_endpoints_and_reports_ratios(fixed_sim, tmp_path):
-    doc = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="2", requests=20,
-                compare=f"{fixed_sim.url}/v1", html=tmp_path / "report.html")  # fmt: skip
+    doc = bench(
+        tmp_path,
+        f"{fixed_sim.url}/v1",
+        concurrency="2",
+        requests=20,
+        compare=f"{fixed_sim.url}/v1",
+        html=tmp_path / "report.html",
+    )
     assert [level["endpoint"] for level in doc["levels"]] == ["target", "compare"]
     (row,) = doc["comparison"]
     assert row["throughput_ratio"] == pytest.approx(1.0, abs=0.25)  # the same server twice

@@ -70,8 +70,7 @@ def test_high_value_entries_survive_a_tight_budget(redis_url):
         await record_hit(client, budget.namespace, "large")  # H 0.01 + 2 * 100 / 2000 = 0.11
         # "large" is now the lowest (0.11 < 0.6 < 1.0): evicted, although it is the newest
         fresh = await admit(client, budget, "fresh", value_of(1000), 60, cost=500)
-        return large, fresh, await live(client, ["popular", "expensive", "cheap", "large",
-                                                 "fresh"])  # fmt: skip
+        return large, fresh, await live(client, ["popular", "expensive", "cheap", "large", "fresh"])
 
     large, fresh, remaining = run(redis_url, scenario)
     assert large == Admission(admitted=True, evicted=["cheap"])
@@ -135,8 +134,9 @@ def test_an_entry_larger_than_the_budget_is_refused_and_evicts_nothing(redis_url
     async def scenario(client: aioredis.Redis) -> tuple[Admission, set[str], set[str], int]:
         await admit(client, budget, "small", value_of(1000), 60, cost=1)
         await vadd(client, "el-b")
-        huge = await admit(client, budget, "huge", value_of(2001), 60, cost=10**9,
-                           vector_set=VSET, element="el-b")  # fmt: skip
+        huge = await admit(
+            client, budget, "huge", value_of(2001), 60, cost=10**9, vector_set=VSET, element="el-b"
+        )
         stats = await usage(client, budget.namespace)
         return huge, await live(client, ["small", "huge"]), await similar(client), stats.used_bytes
 
@@ -153,8 +153,16 @@ def test_expired_entries_stop_counting_and_lose_their_vector_element(redis_url):
     async def scenario(client: aioredis.Redis) -> None:
         for element, ttl_s in (("el-a", 1), ("el-b", 60)):
             await vadd(client, element)
-            await admit(client, budget, f"entry-{element}", value_of(1000), ttl_s, cost=5,
-                        vector_set=VSET, element=element)  # fmt: skip
+            await admit(
+                client,
+                budget,
+                f"entry-{element}",
+                value_of(1000),
+                ttl_s,
+                cost=5,
+                vector_set=VSET,
+                element=element,
+            )
         await admit(client, budget, "exact-short", value_of(2000), 1, cost=5)
         assert await client.execute_command("VCARD", VSET) == 2
         await asyncio.sleep(1.1)
@@ -172,8 +180,9 @@ def test_an_admission_purges_expired_entries_first(redis_url):
 
     async def scenario(client: aioredis.Redis) -> None:
         await vadd(client, "el-a")
-        await admit(client, budget, "short", value_of(2000), 1, cost=10**6,
-                    vector_set=VSET, element="el-a")  # fmt: skip
+        await admit(
+            client, budget, "short", value_of(2000), 1, cost=10**6, vector_set=VSET, element="el-a"
+        )
         await asyncio.sleep(1.1)
         # fits because the expired entry no longer counts: nothing is *evicted*
         result = await admit(client, budget, "next", value_of(2000), 60, cost=1)
@@ -191,8 +200,16 @@ def test_evicting_a_semantic_entry_removes_its_vector_element(redis_url):
     async def scenario(client: aioredis.Redis) -> None:
         for element, cost in (("el-a", 1), ("el-b", 1000)):
             await vadd(client, element)
-            await admit(client, budget, f"entry-{element}", value_of(1000), 60, cost=cost,
-                        vector_set=VSET, element=element)  # fmt: skip
+            await admit(
+                client,
+                budget,
+                f"entry-{element}",
+                value_of(1000),
+                60,
+                cost=cost,
+                vector_set=VSET,
+                element=element,
+            )
         result = await admit(client, budget, "entry-c", value_of(1000), 60, cost=500)
         assert result == Admission(admitted=True, evicted=["entry-el-a"])
         assert await similar(client) == {"el-b"}
@@ -207,8 +224,9 @@ def test_forget_removes_the_entry_its_bytes_and_its_element(redis_url):
 
     async def scenario(client: aioredis.Redis) -> None:
         await vadd(client, "el-a")
-        await admit(client, budget, "wrong", value_of(1500), 60, cost=7,
-                    vector_set=VSET, element="el-a")  # fmt: skip
+        await admit(
+            client, budget, "wrong", value_of(1500), 60, cost=7, vector_set=VSET, element="el-a"
+        )
         await admit(client, budget, "right", value_of(1000), 60, cost=7)
         assert await forget(client, budget.namespace, "wrong") is True
         assert not await client.exists("wrong")
@@ -228,8 +246,9 @@ def test_readmitting_a_key_replaces_it_without_double_counting(redis_url):
     async def scenario(client: aioredis.Redis) -> None:
         await vadd(client, "el-a")
         for size in (3000, 1200):
-            result = await admit(client, budget, "same", value_of(size), 60, cost=3,
-                                 vector_set=VSET, element="el-a")  # fmt: skip
+            result = await admit(
+                client, budget, "same", value_of(size), 60, cost=3, vector_set=VSET, element="el-a"
+            )
             assert result == Admission(admitted=True, evicted=[])
         stats = await usage(client, budget.namespace)
         assert (stats.entries, stats.used_bytes) == (1, 1200)

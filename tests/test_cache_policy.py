@@ -56,14 +56,13 @@ def test_only_staff_change_a_policy_and_bad_values_change_nothing(team):
     assert as_admin.patch("/api/v1/teams/acme/cache/", body, format="json").status_code == 403
 
     staff = APIClient()
-    staff.force_authenticate(get_user_model().objects.create_user(
-        "ops", password="pw-not-used-1234", is_staff=True))  # fmt: skip
-    for bad in ({"similarity_threshold": 1.5}, {"memory_budget_bytes": 10},
-                {"exact_ttl_s": 0}):  # fmt: skip
+    staff.force_authenticate(
+        get_user_model().objects.create_user("ops", password="pw-not-used-1234", is_staff=True)
+    )
+    for bad in ({"similarity_threshold": 1.5}, {"memory_budget_bytes": 10}, {"exact_ttl_s": 0}):
         assert staff.patch("/api/v1/teams/acme/cache/", bad, format="json").status_code == 400
     assert not CachePolicy.objects.exists()
-    changed = staff.patch("/api/v1/teams/acme/cache/", {"similarity_threshold": 0.9},
-                          format="json")  # fmt: skip
+    changed = staff.patch("/api/v1/teams/acme/cache/", {"similarity_threshold": 0.9}, format="json")
     assert changed.status_code == 200 and changed.json()["policy"]["similarity_threshold"] == 0.9
     assert fresh(team.pk) == 0.9
 
@@ -83,10 +82,18 @@ def test_the_admin_page_is_for_staff_and_a_save_applies(team):
     assert staff.get("/admin/caching/cachepolicy/").status_code == 200
     anonymous = Client().get("/admin/caching/cachepolicy/")
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
-    form = {"team": team.pk, "exact_enabled": "on", "semantic_enabled": "on",
-            "exact_ttl_s": 60, "semantic_ttl_s": 60, "max_age_s": 600,
-            "similarity_threshold": 0.96, "verify_enabled": "on",
-            "max_entry_bytes": 1000, "memory_budget_bytes": 100_000}  # fmt: skip
+    form = {
+        "team": team.pk,
+        "exact_enabled": "on",
+        "semantic_enabled": "on",
+        "exact_ttl_s": 60,
+        "semantic_ttl_s": 60,
+        "max_age_s": 600,
+        "similarity_threshold": 0.96,
+        "verify_enabled": "on",
+        "max_entry_bytes": 1000,
+        "memory_budget_bytes": 100_000,
+    }
     response = staff.post("/admin/caching/cachepolicy/add/", form)
     assert response.status_code == 302, response.content
     assert fresh(team.pk) == 0.96

@@ -26,9 +26,12 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
     assert reply.usage is not None and reply.usage.completion_tokens <= 12
 
     stream = client.chat.completions.create(
-        model="small-model", messages=MESSAGES, max_tokens=12, stream=True,
+        model="small-model",
+        messages=MESSAGES,
+        max_tokens=12,
+        stream=True,
         stream_options={"include_usage": True},
-    )  # fmt: skip
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == reply.choices[0].message.content  # the simulator is deterministic
@@ -39,14 +42,16 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
     ingest("test-consumer")
     record = UsageRecord.objects.get(request_id=reply.id)
     assert (record.status, record.model, record.completion_tokens) == (
-        "ok", "small-model", reply.usage.completion_tokens)
+        "ok",
+        "small-model",
+        reply.usage.completion_tokens,
+    )
     assert record.prompt_tokens == reply.usage.prompt_tokens and record.worker
     assert UsageRecord.objects.filter(request_id=chunks[0].id).exists()
 
 
 def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
-    platform["client"].chat.completions.create(model="small-model", messages=MESSAGES,
-                                               max_tokens=2)  # fmt: skip
+    platform["client"].chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=2)
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
@@ -59,8 +64,9 @@ def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
 
 def test_the_async_client_streams_too(platform):
     async def run() -> str:
-        client = openai.AsyncOpenAI(base_url=platform["client"].base_url,
-                                    api_key=platform["key"], max_retries=0)  # fmt: skip
+        client = openai.AsyncOpenAI(
+            base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0
+        )
         stream = await client.chat.completions.create(
             model="small-model", messages=MESSAGES, max_tokens=5, stream=True
         )
@@ -114,12 +120,20 @@ def test_rate_limits_answer_429_with_retry_after_and_headers(platform):
 
 
 def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it_got(platform):
-    body = {"model": "small-model", "messages": MESSAGES, "max_tokens": 400, "stream": True,
-            "ignore_eos": True}  # fmt: skip
+    body = {
+        "model": "small-model",
+        "messages": MESSAGES,
+        "max_tokens": 400,
+        "stream": True,
+        "ignore_eos": True,
+    }
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
-    connection.request("POST", "/v1/chat/completions", body=json.dumps(body),
-                       headers={"Authorization": f"Bearer {platform['key']}",
-                                "Content-Type": "application/json"})  # fmt: skip
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        body=json.dumps(body),
+        headers={"Authorization": f"Bearer {platform['key']}", "Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     received = [response.readline() for _ in range(6)]
     assert any(line.startswith(b"data: ") for line in received)
@@ -143,15 +157,22 @@ def test_oversized_bodies_get_413_even_when_chunked(platform):
     port = platform["gateway"].port
     big = b'{"model": "small-model", "messages": [{"role": "user", "content": "' + b"x" * 2_000_000
     declared = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    declared.request("POST", "/v1/chat/completions", body=big,
-                     headers={"Authorization": f"Bearer {platform['key']}"})  # fmt: skip
+    declared.request(
+        "POST",
+        "/v1/chat/completions",
+        body=big,
+        headers={"Authorization": f"Bearer {platform['key']}"},
+    )
     assert declared.getresponse().status == 413
 
     chunked = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    chunked.request("POST", "/v1/chat/completions", body=iter([big[i:i + 65536]
-                    for i in range(0, len(big), 65536)]), encode_chunked=True,
-                    headers={"Authorization": f"Bearer {platform['key']}",
-                             "Transfer-Encoding": "chunked"})  # fmt: skip
+    chunked.request(
+        "POST",
+        "/v1/chat/completions",
+        body=iter([big[i : i + 65536] for i in range(0, len(big), 65536)]),
+        encode_chunked=True,
+        headers={"Authorization": f"Bearer {platform['key']}", "Transfer-Encoding": "chunked"},
+    )
     response = chunked.getresponse()
     assert response.status == 413
     assert json.loads(response.read())["error"]["code"] == "request_too_large"
@@ -159,8 +180,10 @@ def test_oversized_bodies_get_413_even_when_chunked(platform):
 
 def test_admin_static_files_are_served_without_a_cdn(platform):
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
-    for path, marker in (("/static/admin/css/base.css", b"body"),
-                         ("/static/chat/chat.js", b"WebSocket")):  # fmt: skip
+    for path, marker in (
+        ("/static/admin/css/base.css", b"body"),
+        ("/static/chat/chat.js", b"WebSocket"),
+    ):
         connection.request("GET", path)
         response = connection.getresponse()
         assert response.status == 200

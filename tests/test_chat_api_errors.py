@@ -40,8 +40,10 @@ bodies = st.one_of(
     st.binary(max_size=300),
     json_values.map(lambda v: json.dumps(v).encode()),
     st.fixed_dictionaries(
-        {"model": st.just("model-without-workers") | json_values,
-         "messages": messages | json_values},
+        {
+            "model": st.just("model-without-workers") | json_values,
+            "messages": messages | json_values,
+        },
         optional={
             "max_tokens": st.integers() | json_values,
             "stream": json_values,
@@ -70,13 +72,20 @@ def test_a_thousand_malformed_bodies_are_refused_in_openai_shape_never_with_a_50
     unlimited = actions.issue_api_key(actions.create_team("Fuzz")).plaintext
     statuses: set[int] = set()
 
-    @settings(max_examples=1000, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @settings(
+        max_examples=1000,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
     @given(bodies)
     def post(raw: bytes) -> None:
-        connection.request("POST", "/v1/chat/completions", body=raw,
-                           headers={"Authorization": f"Bearer {unlimited}",
-                                    "Content-Type": "application/json"})  # fmt: skip
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            body=raw,
+            headers={"Authorization": f"Bearer {unlimited}", "Content-Type": "application/json"},
+        )
         response = connection.getresponse()
         body = json.loads(response.read())
         statuses.add(response.status)
@@ -107,9 +116,12 @@ def test_a_stream_over_quota_gets_429_with_retry_after_and_rate_limit_headers(pl
 
 def test_a_worker_dying_mid_stream_ends_the_stream_with_an_error_chunk(platform):
     stream = platform["client"].chat.completions.create(
-        model="small-model", messages=MESSAGES, max_tokens=300, stream=True,
+        model="small-model",
+        messages=MESSAGES,
+        max_tokens=300,
+        stream=True,
         extra_body={"ignore_eos": True},
-    )  # fmt: skip
+    )
     received = 0
     with pytest.raises(openai.APIError) as failed:
         for _chunk in stream:
@@ -118,7 +130,6 @@ def test_a_worker_dying_mid_stream_ends_the_stream_with_an_error_chunk(platform)
                 platform["sim"].process.send_signal(signal.SIGKILL)
     assert 3 <= received < 300
     assert "worker failed" in failed.value.message
-
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models"])
@@ -132,7 +143,8 @@ def test_redis_down_answers_503_in_openai_shape(settings, path):
         response = async_to_sync(client.get)(path, headers=auth)
     else:
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-        response = async_to_sync(client.post)(path, body, content_type="application/json",
-                                              headers=auth)  # fmt: skip
+        response = async_to_sync(client.post)(
+            path, body, content_type="application/json", headers=auth
+        )
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "service_unavailable"

@@ -33,6 +33,8 @@ def test_logging_in_needs_the_csrf_token():
     assert refused.status_code == 403
     page = client.get("/accounts/login/")
     token = page.cookies["csrftoken"].value
-    accepted = client.post("/accounts/login/", {"username": "ann", "password": "a-long-password-1",
-                                                "csrfmiddlewaretoken": token})  # fmt: skip
+    accepted = client.post(
+        "/accounts/login/",
+        {"username": "ann", "password": "a-long-password-1", "csrfmiddlewaretoken": token},
+    )
     assert accepted.status_code == 302 and accepted["Location"] == "/"

@@ -39,15 +39,24 @@ def test_any_body_is_either_accepted_or_refused_with_a_400(raw):
 
 def test_nan_and_infinity_are_not_json():
     with pytest.raises(ApiError) as error:
-        parse_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "x"}], '
-                           b'"temperature": NaN}')  # fmt: skip
+        parse_chat_request(
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'
+        )
     assert error.value.status == 400 and "not valid JSON" in str(error.value.body())
 
 
 def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
-    chat = parse_chat_request(json.dumps({
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0,
-        "max_tokens": 5, "stream": True}).encode())  # fmt: skip
+    chat = parse_chat_request(
+        json.dumps(
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "temperature": 0,
+                "max_tokens": 5,
+                "stream": True,
+            }
+        ).encode()
+    )
     assert chat.upstream_body()["temperature"] == 0
     assert chat.upstream_body()["stream_options"] == {"include_usage": True}
     assert chat.include_usage is False
@@ -59,21 +68,27 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
         ({"messages": [{"role": "user", "content": "x"}]}, "model"),
         ({"model": "m", "messages": []}, "messages"),
         ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages.0"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
-         "max_tokens"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temprature": 1},
-         "temprature"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            "max_tokens",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "temprature": 1},
+            "temprature",
+        ),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}, "tools"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
         ({"model": "m", "messages": [{"role": ["user"], "content": "x"}]}, "messages.0"),
         ({"model": "m", "messages": [{"role": "user", "content": [1]}]}, "messages.0.content"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
-         "temperature"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+            "temperature",
+        ),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 1.5}, "top_p"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "seed": 2**64}, "seed"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
     ],
-)  # fmt: skip
+)
 def test_each_mistake_names_its_parameter(body, param):
     with pytest.raises(ApiError) as error:
         parse_chat_request(json.dumps(body).encode())

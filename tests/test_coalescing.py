@@ -26,8 +26,9 @@ def slow_platform(redis_url):
     """The first token takes a second: long enough for 50 requests to pile up behind it."""
     sim = SimProcess(model="sim-upstream", fixed_ttft_ms=1000, fixed_itl_ms=20)
     try:
-        yield from live_platform(redis_url, sim, requests_per_minute=1000,
-                                 max_in_flight_per_worker=64)  # fmt: skip
+        yield from live_platform(
+            redis_url, sim, requests_per_minute=1000, max_in_flight_per_worker=64
+        )
     finally:
         sim.stop()
 
@@ -35,7 +36,8 @@ def slow_platform(redis_url):
 def ask(client: openai.OpenAI, stream: bool) -> tuple[str, str, str]:
     """Reply text, id and whether the gateway said it was coalesced."""
     raw = client.chat.completions.with_raw_response.create(
-        model="small-model", messages=MESSAGES, temperature=0, max_tokens=8, stream=stream)
+        model="small-model", messages=MESSAGES, temperature=0, max_tokens=8, stream=stream
+    )
     coalesced = raw.headers.get("x-sluice-coalesced", "false")
     parsed: Any = raw.parse()
     if not stream:
@@ -52,8 +54,9 @@ def test_fifty_identical_requests_cause_one_generation(slow_platform):
     results: list[tuple[str, str, str]] = []
 
     def one(index: int) -> None:
-        client = openai.OpenAI(base_url=platform["client"].base_url, api_key=platform["key"],
-                               max_retries=0, timeout=30)  # fmt: skip
+        client = openai.OpenAI(
+            base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
+        )
         start.wait()
         results.append(ask(client, stream=index % 2 == 0))
 
@@ -71,29 +74,42 @@ def test_fifty_identical_requests_cause_one_generation(slow_platform):
     ingest("test-consumer")
     records = UsageRecord.objects.filter(request_id__in=[r for _, r, _ in results])
     assert Counter(r.cache_result for r in records) == {"coalesced": 49, "miss": 1}
-    assert all(r.completion_tokens == 0 and r.cost_micros == 0 and r.status == "ok"
-               for r in records if r.cache_result == "coalesced")  # fmt: skip
+    assert all(
+        r.completion_tokens == 0 and r.cost_micros == 0 and r.status == "ok"
+        for r in records
+        if r.cache_result == "coalesced"
+    )
 
 
 def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     platform = slow_platform
     before = generations(platform)
-    body = {"model": "small-model", "messages": MESSAGES, "temperature": 0, "max_tokens": 8,
-            "stream": True}  # fmt: skip
+    body = {
+        "model": "small-model",
+        "messages": MESSAGES,
+        "temperature": 0,
+        "max_tokens": 8,
+        "stream": True,
+    }
     headers = {"Authorization": f"Bearer {platform['key']}"}
     follower: list[Any] = []
 
     def follow() -> None:
         time.sleep(0.3)  # after the first caller has started the generation
-        client = openai.OpenAI(base_url=platform["client"].base_url, api_key=platform["key"],
-                               max_retries=0, timeout=30)  # fmt: skip
+        client = openai.OpenAI(
+            base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
+        )
         follower.append(ask(client, stream=False))
 
     thread = threading.Thread(target=follow)
     thread.start()
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
-    connection.request("POST", "/v1/chat/completions", body=json.dumps(body),
-                       headers={**headers, "Content-Type": "application/json"})  # fmt: skip
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        body=json.dumps(body),
+        headers={**headers, "Content-Type": "application/json"},
+    )
     time.sleep(0.6)  # the first caller leaves before the first token (it takes a second)
     connection.close()
     thread.join(timeout=30)

@@ -37,13 +37,27 @@ def staff_client() -> Client:
     return client
 
 
-def record(team_id: int, n: int, at: datetime, model: str = "small-model", **fields: object
-           ) -> UsageRecord:  # fmt: skip
-    values: dict[str, object] = {"prompt_tokens": 10, "completion_tokens": 20, "status": "ok",
-                                 "latency_ms": 300, "ttft_ms": 80, "cost_micros": 30,
-                                 "cache_result": "miss", "api_key_id": "k1", **fields}
-    return UsageRecord.objects.create(request_id=f"r-{team_id}-{model}-{n}-{at.timestamp()}",
-                                      team_id=team_id, model=model, created_at=at, **values)
+def record(
+    team_id: int, n: int, at: datetime, model: str = "small-model", **fields: object
+) -> UsageRecord:
+    values: dict[str, object] = {
+        "prompt_tokens": 10,
+        "completion_tokens": 20,
+        "status": "ok",
+        "latency_ms": 300,
+        "ttft_ms": 80,
+        "cost_micros": 30,
+        "cache_result": "miss",
+        "api_key_id": "k1",
+        **fields,
+    }
+    return UsageRecord.objects.create(
+        request_id=f"r-{team_id}-{model}-{n}-{at.timestamp()}",
+        team_id=team_id,
+        model=model,
+        created_at=at,
+        **values,
+    )
 
 
 @pytest.mark.django_db
@@ -82,8 +96,15 @@ def test_rollups_are_idempotent_and_count_late_ledger_rows() -> None:
     minute = NOW.replace(second=0) - timedelta(minutes=3)
     for n in range(3):
         record(team.pk, n, minute + timedelta(seconds=n), latency_ms=100 * (n + 1))
-    record(team.pk, 9, minute, status="failed", cache_result="hit-exact", prompt_tokens=0,
-           completion_tokens=0)  # fmt: skip
+    record(
+        team.pk,
+        9,
+        minute,
+        status="failed",
+        cache_result="hit-exact",
+        prompt_tokens=0,
+        completion_tokens=0,
+    )
     rollup.refresh(NOW)
     rollup.refresh(NOW)
     row = MinuteRollup.objects.get(bucket=minute)
@@ -109,8 +130,9 @@ def test_percentiles_are_read_off_the_bucket_counts() -> None:
 
 def _costly_fleet(now: datetime = NOW) -> tuple[int, int, int]:
     """Three teams on two deployments (one with no users: idle) over two hours."""
-    acme, globex, initech = (account_actions.create_team(n).pk
-                             for n in ("Acme", "Globex", "Initech"))  # fmt: skip
+    acme, globex, initech = (
+        account_actions.create_team(n).pk for n in ("Acme", "Globex", "Initech")
+    )
     small = fleet.ensure_deployment("small-model", gpu_cost_per_hour=Decimal("2.3333"))
     large = fleet.ensure_deployment("large-model", gpu_cost_per_hour=Decimal("7.77"))
     idle = fleet.ensure_deployment("idle-model", gpu_cost_per_hour=Decimal("1.01"))
@@ -120,14 +142,32 @@ def _costly_fleet(now: datetime = NOW) -> tuple[int, int, int]:
         FleetSample.objects.create(bucket=at, deployment=small, ready=3, draining=m % 2, dead=4)
         FleetSample.objects.create(bucket=at, deployment=large, ready=2, starting=1)
         FleetSample.objects.create(bucket=at, deployment=idle, warm=1)
-    usage = [(acme, "small-model", 7), (globex, "small-model", 11), (initech, "small-model", 13),
-             (acme, "large-model", 17), (globex, "large-model", 3)]
+    usage = [
+        (acme, "small-model", 7),
+        (globex, "small-model", 11),
+        (initech, "small-model", 13),
+        (acme, "large-model", 17),
+        (globex, "large-model", 3),
+    ]
     for n, (team, model, tokens) in enumerate(usage):
         for i in range(3):
-            record(team, n * 10 + i, start + timedelta(minutes=5 + i), model=model,
-                   prompt_tokens=tokens, completion_tokens=i)  # fmt: skip
-        record(team, n * 10 + 5, start + timedelta(minutes=9), model=model,
-               cache_result="hit-semantic", prompt_tokens=0, completion_tokens=0)  # fmt: skip
+            record(
+                team,
+                n * 10 + i,
+                start + timedelta(minutes=5 + i),
+                model=model,
+                prompt_tokens=tokens,
+                completion_tokens=i,
+            )
+        record(
+            team,
+            n * 10 + 5,
+            start + timedelta(minutes=9),
+            model=model,
+            cache_result="hit-semantic",
+            prompt_tokens=0,
+            completion_tokens=0,
+        )
     rollup.backfill(hours=3, now=now)
     return acme, globex, initech
 
@@ -139,7 +179,8 @@ def test_the_cost_split_adds_up_to_the_total() -> None:
     worker_minutes_small = 90 * 3 + 45
     assert split.deployments["small-model"].worker_hours == pytest.approx(worker_minutes_small / 60)
     assert split.deployments["small-model"].cost_micros == round(
-        worker_minutes_small * Decimal("2.3333") * 1_000_000 / 60)
+        worker_minutes_small * Decimal("2.3333") * 1_000_000 / 60
+    )
     assert split.deployments["idle-model"].cost_micros == round(Decimal("1.01") * 1_500_000)
     assert split.unallocated_micros == split.deployments["idle-model"].cost_micros
     assert sum(split.by_team().values()) + split.unallocated_micros == split.total_micros
@@ -181,15 +222,22 @@ def fresh_threshold(team_id: int) -> float:
 def test_a_tuning_change_applies_live_is_audited_and_reverts(staff_client: Client) -> None:
     team = account_actions.create_team("Acme")
     before = fresh_threshold(team.pk)
-    form = {"form": "cache", "team": team.pk, **actions.current_cache_values(team),
-            "similarity_threshold": 0.97}  # fmt: skip
+    form = {
+        "form": "cache",
+        "team": team.pk,
+        **actions.current_cache_values(team),
+        "similarity_threshold": 0.97,
+    }
     form = {k: v for k, v in form.items() if v is not False}  # unchecked boxes are absent
     assert staff_client.post(reverse("dashboard:tuning"), form).status_code == 302
     assert fresh_threshold(team.pk) == 0.97
     change = TuningChange.objects.get()
     assert change.user is not None and change.user.username == "ops"
     assert (change.team, change.old, change.new) == (
-        team, {"similarity_threshold": before}, {"similarity_threshold": 0.97})
+        team,
+        {"similarity_threshold": before},
+        {"similarity_threshold": 0.97},
+    )
     page = staff_client.get(reverse("dashboard:tuning")).content.decode()
     assert "0.97" in page and reverse("dashboard:revert", args=[change.pk]) in page
 
@@ -202,8 +250,12 @@ def test_a_tuning_change_applies_live_is_audited_and_reverts(staff_client: Clien
 @pytest.mark.django_db(transaction=True)
 def test_an_invalid_change_saves_and_audits_nothing(staff_client: Client) -> None:
     team = account_actions.create_team("Acme")
-    form = {"form": "cache", "team": team.pk, **actions.current_cache_values(team),
-            "similarity_threshold": 1.5}  # fmt: skip
+    form = {
+        "form": "cache",
+        "team": team.pk,
+        **actions.current_cache_values(team),
+        "similarity_threshold": 1.5,
+    }
     response = staff_client.post(reverse("dashboard:tuning"), form)
     assert response.status_code == 200 and "similarity_threshold" in response.content.decode()
     assert not TuningChange.objects.exists()
@@ -230,9 +282,17 @@ def test_requests_refused_by_a_quota_show_on_the_teams_page(staff_client: Client
     fleet.ensure_deployment("small-model")
     key = account_actions.issue_api_key(team).plaintext
     body = '{"model": "small-model", "messages": [{"role": "user", "content": "hi"}]}'
-    statuses = [Client().post("/v1/chat/completions", body, content_type="application/json",
-                              HTTP_AUTHORIZATION=f"Bearer {key}").status_code
-                for _ in range(3)]  # fmt: skip
+    statuses = [
+        Client()
+        .post(
+            "/v1/chat/completions",
+            body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+        .status_code
+        for _ in range(3)
+    ]
     assert statuses[1:] == [429, 429]  # the first is admitted (then finds no worker)
     usage = {u.team.pk: u for u in selectors.team_usage(period("hour", datetime.now(UTC)))}
     assert usage[team.pk].rejected == {"requests_per_minute": 2}

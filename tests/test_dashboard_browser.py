@@ -35,18 +35,33 @@ def _traffic() -> None:
     rows = []
     for n in range(600):
         at = now - timedelta(seconds=6 * n)
-        rows.append(UsageRecord(
-            request_id=f"r{n}", team_id=(team if n % 3 else other).pk, api_key_id=f"k{n % 4}",
-            model="small-model", prompt_tokens=50, completion_tokens=n % 90, status=(
-                "failed" if n % 50 == 0 else "ok"), latency_ms=200 + 7 * (n % 300),
-            ttft_ms=40 + n % 200, cost_micros=120, created_at=at,
-            cache_result=["miss", "miss", "hit-exact", "hit-semantic", "coalesced"][n % 5]))
+        rows.append(
+            UsageRecord(
+                request_id=f"r{n}",
+                team_id=(team if n % 3 else other).pk,
+                api_key_id=f"k{n % 4}",
+                model="small-model",
+                prompt_tokens=50,
+                completion_tokens=n % 90,
+                status=("failed" if n % 50 == 0 else "ok"),
+                latency_ms=200 + 7 * (n % 300),
+                ttft_ms=40 + n % 200,
+                cost_micros=120,
+                created_at=at,
+                cache_result=["miss", "miss", "hit-exact", "hit-semantic", "coalesced"][n % 5],
+            )
+        )
     UsageRecord.objects.bulk_create(rows)
     for minutes in range(0, 60, 10):
         ScalingDecision.objects.create(
-            deployment=deployment, at=now - timedelta(minutes=minutes), action="up" if minutes
-            else "hold", rule="utilisation", from_replicas=1, to_replicas=2,
-            reason="utilisation 0.85 above 0.80 for 60 s")  # fmt: skip
+            deployment=deployment,
+            at=now - timedelta(minutes=minutes),
+            action="up" if minutes else "hold",
+            rule="utilisation",
+            from_replicas=1,
+            to_replicas=2,
+            reason="utilisation 0.85 above 0.80 for 60 s",
+        )
     rollup.backfill(hours=2)
     record_fleet_sample()
     actions.change_cache_policy(None, team, {"similarity_threshold": 0.95})
@@ -64,8 +79,9 @@ def session_cookie(live_server: object) -> str:
 def browser() -> Iterator[Browser]:
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS,
-                                             headless=True)  # fmt: skip
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
+        )
         yield browser
         browser.close()
 
@@ -75,8 +91,9 @@ def test_every_page_draws_its_charts_without_console_errors(
 ) -> None:
     base = str(live_server)
     context = browser.new_context(base_url=base, viewport={"width": 1400, "height": 1000})
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session_cookie,
-                          "url": base}])  # fmt: skip
+    context.add_cookies(
+        [{"name": settings.SESSION_COOKIE_NAME, "value": session_cookie, "url": base}]
+    )
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

@@ -21,12 +21,14 @@ SYSTEM = {"role": "system", "content": "Answer briefly."}
 QUESTION = {"role": "user", "content": "What is the capital of France?"}
 
 
-def ask(client: openai.OpenAI, messages: list[Any] | None = None, **options: Any
-        ) -> tuple[str, str]:  # fmt: skip
+def ask(
+    client: openai.OpenAI, messages: list[Any] | None = None, **options: Any
+) -> tuple[str, str]:
     """The reply text and the x-sluice-cache header."""
     options = {"temperature": 0, "max_tokens": 5, **options}
     raw = client.chat.completions.with_raw_response.create(
-        model="small-model", messages=messages or [SYSTEM, QUESTION], **options)
+        model="small-model", messages=messages or [SYSTEM, QUESTION], **options
+    )
     reply = raw.parse()
     return reply.choices[0].message.content or "", raw.headers["x-sluice-cache"]
 
@@ -44,9 +46,14 @@ def test_a_repeated_deterministic_request_is_answered_without_the_worker(platfor
     assert second == first
     assert generations(platform) == before  # no GPU work for the hit
 
-    stream = client.chat.completions.create(model="small-model", messages=[SYSTEM, QUESTION],
-                                            temperature=0, max_tokens=5, stream=True,
-                                            stream_options={"include_usage": True})  # fmt: skip
+    stream = client.chat.completions.create(
+        model="small-model",
+        messages=[SYSTEM, QUESTION],
+        temperature=0,
+        max_tokens=5,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == first
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
@@ -67,8 +74,12 @@ def metric_lines(platform: dict[str, Any]) -> dict[str, float]:
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
-    return {name: float(value) for name, _, value in
-            (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))}
+    return {
+        name: float(value)
+        for name, _, value in (
+            line.rpartition(" ") for line in text.splitlines() if not line.startswith("#")
+        )
+    }
 
 
 def test_another_team_never_gets_a_cached_reply(platform):
@@ -82,15 +93,22 @@ def test_another_team_never_gets_a_cached_reply(platform):
     ("messages", "options"),
     [
         ([{"role": "system", "content": "Answer at length."}, QUESTION], {}),
-        ([SYSTEM, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
-          QUESTION], {}),
+        (
+            [
+                SYSTEM,
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello"},
+                QUESTION,
+            ],
+            {},
+        ),
         (None, {"max_tokens": 4}),
         (None, {"seed": 7}),
         (None, {"top_p": 0.5}),
         (None, {"stop": ["\n"]}),
     ],
     ids=["system-prompt", "earlier-turns", "max-tokens", "seed", "top-p", "stop"],
-)  # fmt: skip
+)
 def test_any_change_to_the_context_or_sampling_misses(platform, messages, options):
     assert ask(platform["client"])[1] == "miss"
     assert ask(platform["client"], messages, **options)[1] == "miss"
@@ -142,9 +160,12 @@ def test_a_dead_cache_sends_requests_to_the_model_and_says_bypass(redis_url, ups
 
 def report(platform: dict[str, Any], api_key: str, body: object) -> tuple[int, dict[str, Any]]:
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
-    connection.request("POST", "/v1/cache/false-hits", body=json.dumps(body),
-                       headers={"Authorization": f"Bearer {api_key}",
-                                "Content-Type": "application/json"})  # fmt: skip
+    connection.request(
+        "POST",
+        "/v1/cache/false-hits",
+        body=json.dumps(body),
+        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     return response.status, json.loads(response.read())
 
@@ -153,7 +174,8 @@ def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform):
     client = platform["client"]
     ask(client)
     raw = client.chat.completions.with_raw_response.create(
-        model="small-model", messages=[SYSTEM, QUESTION], temperature=0, max_tokens=5)
+        model="small-model", messages=[SYSTEM, QUESTION], temperature=0, max_tokens=5
+    )
     assert raw.headers["x-sluice-cache"] == "hit-exact"
     request_id = raw.parse().id
 

@@ -18,15 +18,32 @@ from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
 from tests.sims import SimProcess
 
-BODY = {"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 200,
-        "ignore_eos": True}  # fmt: skip
+BODY = {
+    "messages": [{"role": "user", "content": "Tell me a story"}],
+    "max_tokens": 200,
+    "ignore_eos": True,
+}
 
 
 def view(url: str, max_in_flight: int = 4, deployment: str = "sim") -> WorkerView:
-    return WorkerView(id=hash(url) % 10_000, url=url, deployment=deployment, upstream_model="sim",
-                      state="ready", max_in_flight=max_in_flight, labels={}, healthy=True,
-                      running=0, waiting=0, kv_usage=0, prefix_hit_rate=None, ttft_p50_s=None,
-                      ttft_p99_s=None, scraped_at=time.time() + 3600, error="")  # fmt: skip
+    return WorkerView(
+        id=hash(url) % 10_000,
+        url=url,
+        deployment=deployment,
+        upstream_model="sim",
+        state="ready",
+        max_in_flight=max_in_flight,
+        labels={},
+        healthy=True,
+        running=0,
+        waiting=0,
+        kv_usage=0,
+        prefix_hit_rate=None,
+        ttft_p50_s=None,
+        ttft_p99_s=None,
+        scraped_at=time.time() + 3600,
+        error="",
+    )
 
 
 class StaticFleet(FleetView):
@@ -156,12 +173,17 @@ def test_closing_the_stream_aborts_the_request_on_the_worker_within_a_second(sim
 def test_a_dead_worker_is_retried_elsewhere_before_the_first_token(sims):
     sim = sims()
     dead = view(f"http://127.0.0.1:{free_port()}")
-    dispatcher = Dispatcher(fleet=StaticFleet([dead, view(sim.url)]),
-                            pick=lambda workers, _: workers[0])  # fmt: skip
+    dispatcher = Dispatcher(
+        fleet=StaticFleet([dead, view(sim.url)]), pick=lambda workers, _: workers[0]
+    )
 
     async def scenario():
-        chunks = [(lease.worker.url, chunk) async for lease, chunk in
-                  stream_completion(dispatcher, "sim", {**BODY, "max_tokens": 5})]  # fmt: skip
+        chunks = [
+            (lease.worker.url, chunk)
+            async for lease, chunk in stream_completion(
+                dispatcher, "sim", {**BODY, "max_tokens": 5}
+            )
+        ]
         assert {url for url, _ in chunks} == {sim.url}
         assert chunks[-1][1]["choices"][0]["finish_reason"] == "length"
         await close_http_session()
@@ -196,8 +218,10 @@ def breaks_after_first_token():
 
 def test_a_failure_after_the_first_token_is_reported_not_retried(sims, breaks_after_first_token):
     healthy = sims()
-    dispatcher = Dispatcher(fleet=StaticFleet([view(breaks_after_first_token), view(healthy.url)]),
-                            pick=lambda workers, _: workers[0])  # fmt: skip
+    dispatcher = Dispatcher(
+        fleet=StaticFleet([view(breaks_after_first_token), view(healthy.url)]),
+        pick=lambda workers, _: workers[0],
+    )
     received: list[str] = []
 
     async def scenario():
@@ -215,8 +239,9 @@ def test_a_failure_after_the_first_token_is_reported_not_retried(sims, breaks_af
 
 def test_a_request_the_worker_refuses_is_not_retried_elsewhere(sims):
     first, second = sims(), sims()
-    dispatcher = Dispatcher(fleet=StaticFleet([view(first.url), view(second.url)]),
-                            pick=lambda workers, _: workers[0])  # fmt: skip
+    dispatcher = Dispatcher(
+        fleet=StaticFleet([view(first.url), view(second.url)]), pick=lambda workers, _: workers[0]
+    )
     refused_body = {"messages": [{"role": "user", "content": ["not", "a", "string"]}]}
 
     async def scenario():

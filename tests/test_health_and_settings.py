@@ -35,13 +35,17 @@ def test_readyz_is_503_and_names_redis_when_redis_is_down(settings):
 def import_settings(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "gateway.settings",
-             "SLUICE_VAR_DIR": str(tmp_path), **env},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "DJANGO_SETTINGS_MODULE": "gateway.settings",
+            "SLUICE_VAR_DIR": str(tmp_path),
+            **env,
+        },
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         check=False,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

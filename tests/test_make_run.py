@@ -90,26 +90,29 @@ def curl_line_works(match):
         return response.status, response.read().decode()
 
 
-def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stops(
-    launch, tmp_path
-):
+def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stops(launch, tmp_path):
     launcher = launch()
     launcher.wait_for(r"Sluice is ready")
     try_it = launcher.wait_for(r"Try it:\s+(curl .*)$")
-    printed = subprocess.run(["bash", "-c", try_it.group(1)], capture_output=True, text=True,
-                             timeout=120, check=True)  # fmt: skip
+    printed = subprocess.run(
+        ["bash", "-c", try_it.group(1)], capture_output=True, text=True, timeout=120, check=True
+    )
     assert "Paris" in json.loads(printed.stdout)["choices"][0]["message"]["content"]
     curl = launcher.wait_for(r"Usage:\s+curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
     status, body = curl_line_works(curl)
     assert status == 200 and '"team":"demo"' in body
 
     # The real vLLM worker streams through the platform to the official client.
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{launcher.port}/v1",
-                           api_key=curl.group(1), max_retries=0)  # fmt: skip
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{launcher.port}/v1", api_key=curl.group(1), max_retries=0
+    )
     stream = client.chat.completions.create(
-        model="smollm2-135m-instruct", temperature=0, max_tokens=30, stream=True,
+        model="smollm2-135m-instruct",
+        temperature=0,
+        max_tokens=30,
+        stream=True,
         messages=[{"role": "user", "content": "What is the capital of France?"}],
-    )  # fmt: skip
+    )
     pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
     assert len([p for p in pieces if p]) > 3 and "Paris" in "".join(pieces)
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
@@ -121,8 +124,12 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
     key_id = curl.group(1).split("-")[2]
     revoke = subprocess.run(
         [sys.executable, "manage.py", "revoke_api_key", key_id],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert revoke.returncode == 0, revoke.stderr
     time.sleep(2.0)
     with pytest.raises(urllib.error.HTTPError) as refused:

@@ -125,8 +125,9 @@ def test_session_writes_need_a_csrf_token(team):
 
 def test_team_admins_read_but_cannot_change_their_own_quota(admin_client, team):
     assert admin_client.get("/api/v1/teams/acme/quota/").json()["requests_per_minute"] == 60
-    response = admin_client.patch("/api/v1/teams/acme/quota/", {"requests_per_minute": None},
-                                  format="json")  # fmt: skip
+    response = admin_client.patch(
+        "/api/v1/teams/acme/quota/", {"requests_per_minute": None}, format="json"
+    )
     assert response.status_code == 403
     assert QuotaPolicy.objects.get(team=team).requests_per_minute == 60
 

@@ -74,21 +74,41 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(
-        settings, tmp_path):  # fmt: skip
+def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(settings, tmp_path):
     """300 trace seconds at speed 10 (30 s of wall time): 2 req/s, then 14 req/s, which
     one replica with 4 slots (250 ms + 16 x 15 ms per request: 8.2 req/s) cannot carry."""
     settings.VAR_DIR = tmp_path
     trace = write_trace(tmp_path / "step.jsonl", STEP_TRACE)
     out = io.StringIO()
-    call_command("replay", str(trace), "--live", "--modes", "reactive", "--speed", "10",
-                 "--rate-scale", "1", "--slots", "4", "--max-replicas", "3",
-                 "--startup-time", "20", "--lead-in", "0", "--json",
-                 "--redis-url", settings.REDIS_URL, stdout=out)  # fmt: skip
+    call_command(
+        "replay",
+        str(trace),
+        "--live",
+        "--modes",
+        "reactive",
+        "--speed",
+        "10",
+        "--rate-scale",
+        "1",
+        "--slots",
+        "4",
+        "--max-replicas",
+        "3",
+        "--startup-time",
+        "20",
+        "--lead-in",
+        "0",
+        "--json",
+        "--redis-url",
+        settings.REDIS_URL,
+        stdout=out,
+    )
     live, *models = json.loads(out.getvalue())
     assert live["live"] and live["controller"] == "reactive"
-    assert [(m["controller"], m["live"]) for m in models] == [("oracle (model)", False),
-                                                              ("reactive (model)", False)]
+    assert [(m["controller"], m["live"]) for m in models] == [
+        ("oracle (model)", False),
+        ("reactive (model)", False),
+    ]
 
     # every request sent in the window was measured: a first token or a named error
     assert live["sent"] == live["measured"] == live["requests"] > 250
@@ -99,8 +119,9 @@ def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(
     ups = [d for d in live["decisions"] if d["action"] == "up" and d["actuated"]]
     assert ups and live["ups"] == len(live["events"]) - live["downs"] >= 1
     assert ups[0]["rule"] == "sustained_up" and "utilisation" in ups[0]["reason"]
-    rows = ScalingDecision.objects.filter(deployment__name="replay-live-reactive", action="up",
-                                          actuated=True)  # fmt: skip
+    rows = ScalingDecision.objects.filter(
+        deployment__name="replay-live-reactive", action="up", actuated=True
+    )
     assert rows.count() == len(ups) and all(row.reason for row in rows)
 
     # a process the loop started became ready through the scraper, and was billed
@@ -115,5 +136,8 @@ def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(
     assert live["replicas"] and not [r["pid"] for r in live["replicas"] if _alive(r["pid"])]
     from inference.models import Worker
 
-    assert not Worker.objects.filter(deployment__name="replay-live-reactive") \
-        .exclude(state="dead").exists()  # fmt: skip
+    assert (
+        not Worker.objects.filter(deployment__name="replay-live-reactive")
+        .exclude(state="dead")
+        .exists()
+    )

@@ -32,14 +32,36 @@ from tests.test_fleet import StaticFleet
 REQUEST = RouteContext("sim")
 
 
-def worker(url: str, *, running: float = 0, waiting: float = 0, kv_usage: float = 0.0,
-           state: str = "ready", healthy: bool = True, deployment: str = "sim",
-           max_in_flight: int = 1000, scraped_ago_s: float = 0.0) -> WorkerView:  # fmt: skip
-    return WorkerView(id=abs(hash(url)) % 10_000, url=url, deployment=deployment,
-                      upstream_model="sim", state=state, max_in_flight=max_in_flight, labels={},
-                      healthy=healthy, running=running, waiting=waiting, kv_usage=kv_usage,
-                      prefix_hit_rate=None, ttft_p50_s=None, ttft_p99_s=None,
-                      scraped_at=time.time() - scraped_ago_s, error="")  # fmt: skip
+def worker(
+    url: str,
+    *,
+    running: float = 0,
+    waiting: float = 0,
+    kv_usage: float = 0.0,
+    state: str = "ready",
+    healthy: bool = True,
+    deployment: str = "sim",
+    max_in_flight: int = 1000,
+    scraped_ago_s: float = 0.0,
+) -> WorkerView:
+    return WorkerView(
+        id=abs(hash(url)) % 10_000,
+        url=url,
+        deployment=deployment,
+        upstream_model="sim",
+        state=state,
+        max_in_flight=max_in_flight,
+        labels={},
+        healthy=healthy,
+        running=running,
+        waiting=waiting,
+        kv_usage=kv_usage,
+        prefix_hit_rate=None,
+        ttft_p50_s=None,
+        ttft_p99_s=None,
+        scraped_at=time.time() - scraped_ago_s,
+        error="",
+    )
 
 
 def fleet_of(count: int) -> list[WorkerView]:
@@ -135,12 +157,12 @@ def test_a_session_returns_to_its_worker_unless_that_worker_is_over_the_bound():
     first = router.route(workers, RouteContext("sim", prefix_key="a", session_key="u1"), Load())
     assert first is not None
     for n in range(10):  # other prefixes, same user: the conversation's cache wins
-        again = router.route(workers, RouteContext("sim", prefix_key=f"p{n}", session_key="u1"),
-                             Load())  # fmt: skip
+        again = router.route(
+            workers, RouteContext("sim", prefix_key=f"p{n}", session_key="u1"), Load()
+        )
         assert again == first
     overloaded = Load({first.url: 50})
-    moved = router.route(workers, RouteContext("sim", prefix_key="a", session_key="u1"),
-                         overloaded)  # fmt: skip
+    moved = router.route(workers, RouteContext("sim", prefix_key="a", session_key="u1"), overloaded)
     assert moved is not None and moved != first
 
 
@@ -160,8 +182,12 @@ def test_prefix_key_is_the_system_prompt_or_the_first_messages_opening():
     one = prefix_key([system, {"role": "user", "content": "Where is my order?"}])
     two = prefix_key([system, {"role": "user", "content": "Cancel it."}])
     assert one == two
-    other = prefix_key([{"role": "system", "content": "You are Beta's bot."},
-                        {"role": "user", "content": "Cancel it."}])  # fmt: skip
+    other = prefix_key(
+        [
+            {"role": "system", "content": "You are Beta's bot."},
+            {"role": "user", "content": "Cancel it."},
+        ]
+    )
     assert other != one
     opening = "x" * LEADING_CHARS
     assert prefix_key([{"role": "user", "content": opening + "one"}]) == prefix_key(
@@ -169,7 +195,10 @@ def test_prefix_key_is_the_system_prompt_or_the_first_messages_opening():
     )
     context = route_context("sim", "least_loaded", [system], user="alice")
     assert (context.policy, context.prefix_key, context.session_key) == (
-        "least_loaded", one, "alice")  # fmt: skip
+        "least_loaded",
+        one,
+        "alice",
+    )
 
 
 def test_every_policy_a_deployment_can_choose_has_a_router():

@@ -21,22 +21,28 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SYSTEM = {"role": "system", "content": "Answer briefly."}
 
 
-def ask(client: openai.OpenAI, question: str, context: list[Any] | None = None,
-        **options: Any) -> tuple[str, str, str]:  # fmt: skip
+def ask(
+    client: openai.OpenAI, question: str, context: list[Any] | None = None, **options: Any
+) -> tuple[str, str, str]:
     """The reply text, the x-sluice-cache header and the request id."""
     messages = [*(context or [SYSTEM]), {"role": "user", "content": question}]
     options = {"temperature": 0, "max_tokens": 5, **options}
     raw = client.chat.completions.with_raw_response.create(
-        model="small-model", messages=messages, **options)
+        model="small-model", messages=messages, **options
+    )
     reply = raw.parse()
     return reply.choices[0].message.content or "", raw.headers["x-sluice-cache"], reply.id
 
 
-@pytest.mark.parametrize(("original", "paraphrase"), [
-    ("What is the capital of France?", "What's the capital of France?"),
-    ("How do I reset my password?", "how do i reset my password"),
-    ("Convert 5 kilometres to miles", "Convert five kilometres to miles"),
-], ids=["contraction", "casing-and-punctuation", "number-as-word"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("original", "paraphrase"),
+    [
+        ("What is the capital of France?", "What's the capital of France?"),
+        ("How do I reset my password?", "how do i reset my password"),
+        ("Convert 5 kilometres to miles", "Convert five kilometres to miles"),
+    ],
+    ids=["contraction", "casing-and-punctuation", "number-as-word"],
+)
 def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, paraphrase):
     client = platform["client"]
     first, state, _ = ask(client, original)
@@ -52,17 +58,26 @@ def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, pa
 
 
 # Each pair scores at least 0.92 cosine on MiniLM: only verification keeps them apart.
-@pytest.mark.parametrize(("original", "near_miss", "reason"), [
-    ("Cancel my subscription", "Don't cancel my subscription", "negation"),
-    ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?", "negation"),
-    ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres", "roles"),
-    ("Book a flight from Paris to London", "Book a flight from London to Paris", "roles"),
-    ("What was the weather in Paris yesterday?", "What was the weather in Paris today?",
-     "dates"),
-    ("Summarise the meeting notes from Monday", "Summarise the meeting notes from Tuesday",
-     "dates"),
-], ids=["negation", "inserted-not", "swapped-units", "swapped-cities", "relative-date",
-        "weekday"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("original", "near_miss", "reason"),
+    [
+        ("Cancel my subscription", "Don't cancel my subscription", "negation"),
+        ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?", "negation"),
+        ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres", "roles"),
+        ("Book a flight from Paris to London", "Book a flight from London to Paris", "roles"),
+        (
+            "What was the weather in Paris yesterday?",
+            "What was the weather in Paris today?",
+            "dates",
+        ),
+        (
+            "Summarise the meeting notes from Monday",
+            "Summarise the meeting notes from Tuesday",
+            "dates",
+        ),
+    ],
+    ids=["negation", "inserted-not", "swapped-units", "swapped-cities", "relative-date", "weekday"],
+)
 def test_a_near_miss_goes_to_the_model(platform, original, near_miss, reason):
     client = platform["client"]
     ask(client, original)
@@ -76,10 +91,16 @@ def test_a_near_miss_goes_to_the_model(platform, original, near_miss, reason):
 
 def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):
     client = platform["client"]
-    france = [SYSTEM, {"role": "user", "content": "Tell me about France."},
-              {"role": "assistant", "content": "France is a country in Europe."}]  # fmt: skip
-    spain = [SYSTEM, {"role": "user", "content": "Tell me about Spain."},
-             {"role": "assistant", "content": "Spain is a country in Europe."}]  # fmt: skip
+    france = [
+        SYSTEM,
+        {"role": "user", "content": "Tell me about France."},
+        {"role": "assistant", "content": "France is a country in Europe."},
+    ]
+    spain = [
+        SYSTEM,
+        {"role": "user", "content": "Tell me about Spain."},
+        {"role": "assistant", "content": "Spain is a country in Europe."},
+    ]
     ask(client, "What is its population?", france)
     assert ask(client, "What's its population?", france)[1] == "hit-semantic"
     assert ask(client, "What's its population?", spain)[1] == "miss"
@@ -103,15 +124,20 @@ def test_a_policy_change_reaches_the_gateway_within_two_seconds(platform):
     state = "hit-semantic"
     while state == "hit-semantic" and time.monotonic() - changed_at < 5:
         # no-store: a probe that misses must not become the next probe's exact hit
-        state = ask(client, "whats the capital of france",
-                    extra_headers={"Cache-Control": "no-store"})[1]  # fmt: skip
+        state = ask(
+            client, "whats the capital of france", extra_headers={"Cache-Control": "no-store"}
+        )[1]
     assert state == "miss"
     assert time.monotonic() - changed_at < 2
 
     update_cache_policy(platform["team"], semantic_enabled=True, similarity_threshold=0.999)
     time.sleep(1.5)
-    assert ask(client, "Tell me the capital of France?",
-               extra_headers={"Cache-Control": "no-store"})[1] == "miss"  # fmt: skip
+    assert (
+        ask(client, "Tell me the capital of France?", extra_headers={"Cache-Control": "no-store"})[
+            1
+        ]
+        == "miss"
+    )
 
 
 def test_a_reported_semantic_hit_is_removed(platform):
@@ -128,8 +154,7 @@ def test_a_team_reads_its_own_cache_counters(platform):
     ask(client, "What is the capital of France?")
     ask(client, "What is the capital of France?")
     ask(client, "What's the capital of France?")
-    staff = get_user_model().objects.create_user("ops", password="pw-not-used-1234",
-                                                 is_staff=True)  # fmt: skip
+    staff = get_user_model().objects.create_user("ops", password="pw-not-used-1234", is_staff=True)
     api = APIClient()
     api.force_authenticate(staff)
     counters = api.get("/api/v1/teams/acme/cache/").json()["counters"]
@@ -146,17 +171,23 @@ def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
     budget = 3000  # room for about two small replies per cache
     update_cache_policy(platform["team"], memory_budget_bytes=budget)
     time.sleep(1.5)  # the gateway's copy of the policy ages out
-    questions = ["Name a primary colour.", "What is the boiling point of water?",
-                 "Who wrote Hamlet?", "What is the speed of light?",
-                 "How many legs does a spider have?"]  # fmt: skip
+    questions = [
+        "Name a primary colour.",
+        "What is the boiling point of water?",
+        "Who wrote Hamlet?",
+        "What is the speed of light?",
+        "How many legs does a spider have?",
+    ]
     for question in questions:
         ask(client, question)
 
     async def read() -> list[Any]:
         cache_redis = aioredis.Redis.from_url(platform["redis_url"], decode_responses=True)
         try:
-            return [await usage(cache_redis, f"{kind}:{platform['team'].pk}")
-                    for kind in ("exact", "semantic")]  # fmt: skip
+            return [
+                await usage(cache_redis, f"{kind}:{platform['team'].pk}")
+                for kind in ("exact", "semantic")
+            ]
         finally:
             await cache_redis.aclose()
 

@@ -34,105 +34,242 @@ def load_pairs() -> list[tuple[str, int, str, str]]:
 
 
 ACCEPTED = [
-    pytest.param("How do I reset my password?", "What's the way to reset my password?",
-                 id="paraphrase-reworded"),
-    pytest.param("what is the capital of France", "tell me France's capital",
-                 id="paraphrase-same-entity-possessive"),
-    pytest.param("Whats the capital of France", "What is the capital of France?",
-                 id="paraphrase-whats-and-punctuation"),
-    pytest.param("HOW DO I RESET MY PASSWORD", "how do i reset my password",
-                 id="paraphrase-casing"),
-    pytest.param("I can't log in to my account", "I cannot log into my account",
-                 id="paraphrase-negation-kept-on-both-sides"),
-    pytest.param("Why doesn't my React component re-render?",
-                 "Why is my React component not re-rendering?", id="paraphrase-nt-vs-not"),
-    pytest.param("How do I merge two dictionaries in Python?",
-                 "What's the way to combine 2 dicts in Python?", id="paraphrase-two-equals-2"),
-    pytest.param("I was charged twice for my order", "My order was charged two times",
-                 id="paraphrase-twice-equals-two-times"),
-    pytest.param("Book a table for 4 at 7pm", "Reserve a table for four people at 7 pm",
-                 id="paraphrase-number-word-and-time-spacing"),
+    pytest.param(
+        "How do I reset my password?",
+        "What's the way to reset my password?",
+        id="paraphrase-reworded",
+    ),
+    pytest.param(
+        "what is the capital of France",
+        "tell me France's capital",
+        id="paraphrase-same-entity-possessive",
+    ),
+    pytest.param(
+        "Whats the capital of France",
+        "What is the capital of France?",
+        id="paraphrase-whats-and-punctuation",
+    ),
+    pytest.param(
+        "HOW DO I RESET MY PASSWORD", "how do i reset my password", id="paraphrase-casing"
+    ),
+    pytest.param(
+        "I can't log in to my account",
+        "I cannot log into my account",
+        id="paraphrase-negation-kept-on-both-sides",
+    ),
+    pytest.param(
+        "Why doesn't my React component re-render?",
+        "Why is my React component not re-rendering?",
+        id="paraphrase-nt-vs-not",
+    ),
+    pytest.param(
+        "How do I merge two dictionaries in Python?",
+        "What's the way to combine 2 dicts in Python?",
+        id="paraphrase-two-equals-2",
+    ),
+    pytest.param(
+        "I was charged twice for my order",
+        "My order was charged two times",
+        id="paraphrase-twice-equals-two-times",
+    ),
+    pytest.param(
+        "Book a table for 4 at 7pm",
+        "Reserve a table for four people at 7 pm",
+        id="paraphrase-number-word-and-time-spacing",
+    ),
     pytest.param("Set an alarm for 5pm", "Set an alarm for 17:00", id="paraphrase-12h-vs-24h"),
-    pytest.param("Move my appointment to June 3rd", "Move my appointment to the 3rd of June",
-                 id="paraphrase-date-order"),
-    pytest.param("Explain the difference between TCP and UDP",
-                 "What's the difference between UDP and TCP?",
-                 id="paraphrase-symmetric-entity-order"),
-    pytest.param("How far is Berlin from Munich?", "What's the distance between Munich and Berlin?",
-                 id="paraphrase-distance-is-symmetric"),
-    pytest.param("How do I get from the airport to downtown Tokyo?",
-                 "What's the best way to get to downtown Tokyo from the airport?",
-                 id="paraphrase-route-clauses-reordered"),
-    pytest.param("How do I convert Celsius to Fahrenheit?",
-                 "What's the formula to convert Celsius into Fahrenheit?",
-                 id="paraphrase-to-vs-into"),
-    pytest.param("May I reset my password?", "Can I reset my password?",
-                 id="paraphrase-may-is-not-a-month"),
+    pytest.param(
+        "Move my appointment to June 3rd",
+        "Move my appointment to the 3rd of June",
+        id="paraphrase-date-order",
+    ),
+    pytest.param(
+        "Explain the difference between TCP and UDP",
+        "What's the difference between UDP and TCP?",
+        id="paraphrase-symmetric-entity-order",
+    ),
+    pytest.param(
+        "How far is Berlin from Munich?",
+        "What's the distance between Munich and Berlin?",
+        id="paraphrase-distance-is-symmetric",
+    ),
+    pytest.param(
+        "How do I get from the airport to downtown Tokyo?",
+        "What's the best way to get to downtown Tokyo from the airport?",
+        id="paraphrase-route-clauses-reordered",
+    ),
+    pytest.param(
+        "How do I convert Celsius to Fahrenheit?",
+        "What's the formula to convert Celsius into Fahrenheit?",
+        id="paraphrase-to-vs-into",
+    ),
+    pytest.param(
+        "May I reset my password?", "Can I reset my password?", id="paraphrase-may-is-not-a-month"
+    ),
     pytest.param("What's 2 + 2?", "What is two plus two?", id="paraphrase-arithmetic-in-words"),
 ]
 
 REJECTED = [
-    pytest.param("Cancel my subscription", "Don't cancel my subscription", "negation",
-                 id="negation-dont"),
-    pytest.param("How to make bread with yeast", "How to make bread without yeast", "negation",
-                 id="negation-without"),
-    pytest.param("Somebody has replied to my ticket", "Nobody has replied to my ticket",
-                 "negation", id="negation-nobody"),
-    pytest.param("Which plans include both SSO and audit logs?",
-                 "Which plans include neither SSO nor audit logs?", "negation",
-                 id="negation-neither-nor"),
-    pytest.param("Convert 5 miles to kilometers", "Convert 50 miles to kilometers", "numbers",
-                 id="numbers-digits"),
-    pytest.param("How do I cook rice for two people?", "How do I cook rice for eight people?",
-                 "numbers", id="numbers-words"),
-    pytest.param("What changed in Python 3.11?", "What changed in Python 3.12?", "numbers",
-                 id="numbers-decimals"),
-    pytest.param("How much flour for a dozen cookies?", "How much flour for two dozen cookies?",
-                 "numbers", id="numbers-dozen-vs-two-dozen"),
-    pytest.param("How many grams is half a cup of sugar?", "How many grams is a cup of sugar?",
-                 "numbers", id="numbers-half"),
-    pytest.param("What's the ibuprofen dose for a 20 kg child?",
-                 "What's the ibuprofen dose for a 20 lb child?", "numbers", id="numbers-units"),
-    pytest.param("How do I get the first element of an array?",
-                 "How do I get the second element of an array?", "numbers", id="numbers-ordinals"),
-    pytest.param("What's the weather in Berlin tomorrow?", "What's the weather in Berlin today?",
-                 "dates", id="dates-tomorrow-vs-today"),
-    pytest.param("Schedule the meeting for Monday", "Schedule the meeting for Tuesday", "dates",
-                 id="dates-weekday"),
+    pytest.param(
+        "Cancel my subscription", "Don't cancel my subscription", "negation", id="negation-dont"
+    ),
+    pytest.param(
+        "How to make bread with yeast",
+        "How to make bread without yeast",
+        "negation",
+        id="negation-without",
+    ),
+    pytest.param(
+        "Somebody has replied to my ticket",
+        "Nobody has replied to my ticket",
+        "negation",
+        id="negation-nobody",
+    ),
+    pytest.param(
+        "Which plans include both SSO and audit logs?",
+        "Which plans include neither SSO nor audit logs?",
+        "negation",
+        id="negation-neither-nor",
+    ),
+    pytest.param(
+        "Convert 5 miles to kilometers",
+        "Convert 50 miles to kilometers",
+        "numbers",
+        id="numbers-digits",
+    ),
+    pytest.param(
+        "How do I cook rice for two people?",
+        "How do I cook rice for eight people?",
+        "numbers",
+        id="numbers-words",
+    ),
+    pytest.param(
+        "What changed in Python 3.11?",
+        "What changed in Python 3.12?",
+        "numbers",
+        id="numbers-decimals",
+    ),
+    pytest.param(
+        "How much flour for a dozen cookies?",
+        "How much flour for two dozen cookies?",
+        "numbers",
+        id="numbers-dozen-vs-two-dozen",
+    ),
+    pytest.param(
+        "How many grams is half a cup of sugar?",
+        "How many grams is a cup of sugar?",
+        "numbers",
+        id="numbers-half",
+    ),
+    pytest.param(
+        "What's the ibuprofen dose for a 20 kg child?",
+        "What's the ibuprofen dose for a 20 lb child?",
+        "numbers",
+        id="numbers-units",
+    ),
+    pytest.param(
+        "How do I get the first element of an array?",
+        "How do I get the second element of an array?",
+        "numbers",
+        id="numbers-ordinals",
+    ),
+    pytest.param(
+        "What's the weather in Berlin tomorrow?",
+        "What's the weather in Berlin today?",
+        "dates",
+        id="dates-tomorrow-vs-today",
+    ),
+    pytest.param(
+        "Schedule the meeting for Monday",
+        "Schedule the meeting for Tuesday",
+        "dates",
+        id="dates-weekday",
+    ),
     pytest.param("Set an alarm for 7am", "Set an alarm for 7pm", "dates", id="dates-am-vs-pm"),
-    pytest.param("Who won the World Cup in 2018?", "Who won the World Cup in 2022?", "dates",
-                 id="dates-year"),
-    pytest.param("Show me orders placed this week", "Show me orders placed last week", "dates",
-                 id="dates-this-vs-last-week"),
-    pytest.param("Move my appointment to June 3", "Move my appointment to June 13", "dates",
-                 id="dates-day-of-month"),
-    pytest.param("What is the capital of France?", "What is the capital of Spain?", "entities",
-                 id="entities-country"),
-    pytest.param("How do I read a CSV file in Python?", "How do I read a CSV file in Rust?",
-                 "entities", id="entities-language"),
-    pytest.param("Is Manchester United playing this weekend?",
-                 "Is Manchester City playing this weekend?", "entities", id="entities-multiword"),
-    pytest.param("How do I deploy a Flask app to Heroku?", "How do I deploy a Flask app to AWS?",
-                 "entities", id="entities-acronym"),
+    pytest.param(
+        "Who won the World Cup in 2018?", "Who won the World Cup in 2022?", "dates", id="dates-year"
+    ),
+    pytest.param(
+        "Show me orders placed this week",
+        "Show me orders placed last week",
+        "dates",
+        id="dates-this-vs-last-week",
+    ),
+    pytest.param(
+        "Move my appointment to June 3",
+        "Move my appointment to June 13",
+        "dates",
+        id="dates-day-of-month",
+    ),
+    pytest.param(
+        "What is the capital of France?",
+        "What is the capital of Spain?",
+        "entities",
+        id="entities-country",
+    ),
+    pytest.param(
+        "How do I read a CSV file in Python?",
+        "How do I read a CSV file in Rust?",
+        "entities",
+        id="entities-language",
+    ),
+    pytest.param(
+        "Is Manchester United playing this weekend?",
+        "Is Manchester City playing this weekend?",
+        "entities",
+        id="entities-multiword",
+    ),
+    pytest.param(
+        "How do I deploy a Flask app to Heroku?",
+        "How do I deploy a Flask app to AWS?",
+        "entities",
+        id="entities-acronym",
+    ),
     pytest.param("Alice owes Bob $50", "Bob owes Alice $50", "roles", id="roles-subject-object"),
     pytest.param("convert USD to EUR", "convert EUR to USD", "roles", id="roles-currency"),
-    pytest.param("Flights from Paris to London", "Flights from London to Paris", "roles",
-                 id="roles-from-to"),
-    pytest.param("Is Python faster than Java?", "Is Java faster than Python?", "roles",
-                 id="roles-than"),
-    pytest.param("convert kilometers to miles", "convert miles to kilometers", "roles",
-                 id="roles-lower-case-units"),
+    pytest.param(
+        "Flights from Paris to London", "Flights from London to Paris", "roles", id="roles-from-to"
+    ),
+    pytest.param(
+        "Is Python faster than Java?", "Is Java faster than Python?", "roles", id="roles-than"
+    ),
+    pytest.param(
+        "convert kilometers to miles",
+        "convert miles to kilometers",
+        "roles",
+        id="roles-lower-case-units",
+    ),
     pytest.param("Subtract 5 from 12", "Subtract 12 from 5", "roles", id="roles-numbers"),
-    pytest.param("How do I increase the font size?", "How do I decrease the font size?",
-                 "antonyms", id="antonyms-increase-decrease"),
-    pytest.param("Should I buy Tesla stock now?", "Should I sell Tesla stock now?", "antonyms",
-                 id="antonyms-buy-sell"),
-    pytest.param("What should I eat before a workout?", "What should I eat after a workout?",
-                 "antonyms", id="antonyms-before-after"),
-    pytest.param("How do I lock my screen?", "How do I unlock my screen?", "antonyms",
-                 id="antonyms-un-prefix"),
-    pytest.param("Sort the table in ascending order", "Sort the table in descending order",
-                 "antonyms", id="antonyms-ascending-descending"),
+    pytest.param(
+        "How do I increase the font size?",
+        "How do I decrease the font size?",
+        "antonyms",
+        id="antonyms-increase-decrease",
+    ),
+    pytest.param(
+        "Should I buy Tesla stock now?",
+        "Should I sell Tesla stock now?",
+        "antonyms",
+        id="antonyms-buy-sell",
+    ),
+    pytest.param(
+        "What should I eat before a workout?",
+        "What should I eat after a workout?",
+        "antonyms",
+        id="antonyms-before-after",
+    ),
+    pytest.param(
+        "How do I lock my screen?",
+        "How do I unlock my screen?",
+        "antonyms",
+        id="antonyms-un-prefix",
+    ),
+    pytest.param(
+        "Sort the table in ascending order",
+        "Sort the table in descending order",
+        "antonyms",
+        id="antonyms-ascending-descending",
+    ),
 ]
 
 
@@ -142,8 +279,9 @@ def test_true_paraphrases_are_accepted(query: str, candidate: str) -> None:
 
 
 @pytest.mark.parametrize(("query", "candidate", "reason"), REJECTED)
-def test_near_misses_are_rejected_with_the_failed_check(query: str, candidate: str,
-                                                        reason: str) -> None:
+def test_near_misses_are_rejected_with_the_failed_check(
+    query: str, candidate: str, reason: str
+) -> None:
     assert verify(query, candidate) == Verdict(False, reason)
 
 
@@ -157,8 +295,16 @@ def test_the_adversarial_set_has_hard_negatives_of_every_kind_and_real_paraphras
     kinds = Counter(kind for kind, _, _, _ in rows)
     assert len(rows) >= 240
     assert kinds["paraphrase"] >= 100
-    assert set(kinds) == {"paraphrase", "negation", "numbers", "dates", "entities", "roles",
-                          "antonyms", "quantities"}
+    assert set(kinds) == {
+        "paraphrase",
+        "negation",
+        "numbers",
+        "dates",
+        "entities",
+        "roles",
+        "antonyms",
+        "quantities",
+    }
     assert all(label == (kind == "paraphrase") for kind, label, _, _ in rows)
     assert all(a != b for _, _, a, b in rows)
     assert len({(a, b) for _, _, a, b in rows}) == len(rows)

@@ -144,8 +144,13 @@ async def running_requests(session: aiohttp.ClientSession, url: str) -> float:
 def test_a_client_that_disconnects_frees_its_slot_within_a_second(sim_url):
     async def scenario() -> list[float]:
         async with aiohttp.ClientSession() as session:
-            body = {"model": "sim", "stream": True, "max_tokens": 500, "ignore_eos": True,
-                    "messages": [{"role": "user", "content": "tell me a long story"}]}  # fmt: skip
+            body = {
+                "model": "sim",
+                "stream": True,
+                "max_tokens": 500,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": "tell me a long story"}],
+            }
             response = await session.post(f"{sim_url}/v1/chat/completions", json=body)
             await response.content.readline()
             before = await running_requests(session, sim_url)
@@ -161,8 +166,11 @@ def test_the_http_api_rejects_bad_bodies_like_vllm(sim_url):
     async def scenario() -> list[int]:
         async with aiohttp.ClientSession() as session:
             statuses = []
-            for body in ({"model": "sim"}, {"model": "nope", "messages": [
-                    {"role": "user", "content": "hi"}]}, [1, 2]):  # fmt: skip
+            for body in (
+                {"model": "sim"},
+                {"model": "nope", "messages": [{"role": "user", "content": "hi"}]},
+                [1, 2],
+            ):
                 async with session.post(f"{sim_url}/v1/chat/completions", json=body) as r:
                     statuses.append(r.status)
             return statuses

@@ -42,22 +42,27 @@ def logged(redis_url: str, team_id: int) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in client.lrange(lookup_log.key(team_id), 0, -1)]
 
 
-def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxMiniLM
-                                                   ) -> None:  # fmt: skip
+def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxMiniLM) -> None:
     async def scenario() -> list[semantic.SemanticMatch | None]:
         budget = eviction.Budget("semantic:7", 10_000_000)
         for question in STORED:
             slot = SemanticSlot.of(CONTEXT, question, minilm.embed_batch([question])[0])
             await semantic.store(slot, reply(f"answer to {question}"), budget, 600, 10)
         matches = []
-        for question, context in [("Don't cancel my subscription", CONTEXT),  # near-miss
-                                  ("how do i reset my password", CONTEXT),  # paraphrase
-                                  ("Anything at all", "d" * 64)]:  # an empty context
+        for question, context in [
+            ("Don't cancel my subscription", CONTEXT),  # near-miss
+            ("how do i reset my password", CONTEXT),  # paraphrase
+            ("Anything at all", "d" * 64),
+        ]:  # an empty context
             vector = minilm.embed_batch([question])[0]
-            matches.append(await semantic.lookup(SemanticSlot.of(context, question, vector),
-                                                 0.92, True, team_id=7))  # fmt: skip
-        await semantic.lookup(SemanticSlot.of(CONTEXT, "x", minilm.embed_batch(["x"])[0]),
-                              0.92, True)  # no team: not logged  # fmt: skip
+            matches.append(
+                await semantic.lookup(
+                    SemanticSlot.of(context, question, vector), 0.92, True, team_id=7
+                )
+            )
+        await semantic.lookup(
+            SemanticSlot.of(CONTEXT, "x", minilm.embed_batch(["x"])[0]), 0.92, True
+        )  # no team: not logged
         await lookup_log.drain()
         return matches
 
@@ -92,15 +97,22 @@ def test_the_log_keeps_the_last_thousand(redis_url: str) -> None:
 
 
 def sample(*candidates: tuple[float, bool | None], threshold: float = 0.9) -> LookupSample:
-    return LookupSample(tuple(c for c, _ in candidates), tuple(v for _, v in candidates),
-                        threshold, True)  # fmt: skip
+    return LookupSample(
+        tuple(c for c, _ in candidates), tuple(v for _, v in candidates), threshold, True
+    )
 
 
 # Ten lookups at threshold 0.90: 2 verified hits, 1 rejected, 3 whose best candidate was
 # below 0.90 (never verified), 4 with nothing in their set.
-SAMPLES = [sample((0.95, True)), sample((0.91, True)), sample((0.93, False), (0.85, None)),
-           sample((0.88, None)), sample((0.87, None)), sample((0.70, None)),
-           *[sample() for _ in range(4)]]  # fmt: skip
+SAMPLES = [
+    sample((0.95, True)),
+    sample((0.91, True)),
+    sample((0.93, False), (0.85, None)),
+    sample((0.88, None)),
+    sample((0.87, None)),
+    sample((0.70, None)),
+    *[sample() for _ in range(4)],
+]
 
 
 def test_known_samples_give_known_hit_rates() -> None:
@@ -126,8 +138,11 @@ def test_with_no_verdict_at_all_candidates_count_as_accepted() -> None:
 
 
 def test_a_lower_threshold_never_predicts_a_lower_hit_rate() -> None:
-    mixed = [*SAMPLES, sample((0.97, False), (0.94, None), (0.89, None)),
-             sample((0.86, False), (0.84, None))]  # fmt: skip
+    mixed = [
+        *SAMPLES,
+        sample((0.97, False), (0.94, None), (0.89, None)),
+        sample((0.86, False), (0.84, None)),
+    ]
     for verify_enabled in (True, False):
         rates = [predict(mixed, t / 100, verify_enabled).hit_rate for t in range(99, 69, -1)]
         assert rates == sorted(rates)
@@ -150,8 +165,12 @@ def staff_client() -> Client:
 
 
 def form_for(team: object, **changes: object) -> dict[str, object]:
-    values = {"form": "cache", "team": getattr(team, "pk", ""),
-              **actions.current_cache_values(team), **changes}  # type: ignore[arg-type]
+    values = {
+        "form": "cache",
+        "team": getattr(team, "pk", ""),
+        **actions.current_cache_values(team),  # type: ignore[arg-type]
+        **changes,
+    }
     return {k: v for k, v in values.items() if v is not False}  # unchecked boxes are absent
 
 
@@ -170,8 +189,7 @@ def test_preview_shows_the_effect_and_saves_nothing(staff_client: Client) -> Non
     before = actions.current_cache_values(team)["similarity_threshold"]
     push(team.pk, SAMPLES)
     url = reverse("dashboard:tuning")
-    response = staff_client.post(url, {**form_for(team, similarity_threshold=0.86),
-                                       "preview": "1"})  # fmt: skip
+    response = staff_client.post(url, {**form_for(team, similarity_threshold=0.86), "preview": "1"})
     page = response.content.decode()
     assert response.status_code == 200 and 'id="threshold-effect"' in page
     assert "last 10 semantic lookups" in page and "6 found a candidate" in page
@@ -189,8 +207,9 @@ def test_preview_shows_the_effect_and_saves_nothing(staff_client: Client) -> Non
 @pytest.mark.django_db
 def test_preview_without_samples_says_so(staff_client: Client) -> None:
     team = account_actions.create_team("Quiet")
-    response = staff_client.post(reverse("dashboard:tuning"),
-                                 {**form_for(team, similarity_threshold=0.9), "preview": "1"})
+    response = staff_client.post(
+        reverse("dashboard:tuning"), {**form_for(team, similarity_threshold=0.9), "preview": "1"}
+    )
     page = response.content.decode()
     assert "this team has no recent semantic lookups" in page
     assert not TuningChange.objects.exists()
@@ -202,6 +221,7 @@ def test_the_global_preview_pools_teams_on_the_global_default(staff_client: Clie
     actions.change_cache_policy(None, own, {"similarity_threshold": 0.95})
     push(follower.pk, SAMPLES[:4])
     push(own.pk, SAMPLES)
-    response = staff_client.post(reverse("dashboard:tuning"),
-                                 {**form_for(None, similarity_threshold=0.9), "preview": "1"})
+    response = staff_client.post(
+        reverse("dashboard:tuning"), {**form_for(None, similarity_threshold=0.9), "preview": "1"}
+    )
     assert "last 4 semantic lookups" in response.content.decode()

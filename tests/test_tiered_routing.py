@@ -22,8 +22,10 @@ from scaling.tiers import Tier, TierDecision, choose_deployment, classify
 from tests.conftest import MESSAGES
 
 EASY = "What is the capital of France?"
-HARD = ("Write a Python function that parses ISO 8601 durations like P3DT4H12M and returns "
-        "the total seconds, with unit tests.")  # fmt: skip
+HARD = (
+    "Write a Python function that parses ISO 8601 durations like P3DT4H12M and returns "
+    "the total seconds, with unit tests."
+)
 
 
 def user(text: str) -> list[dict[str, Any]]:
@@ -48,7 +50,7 @@ LARGE_CASES = [
     "Compare Kafka and RabbitMQ for an event-sourcing system and recommend one.",
     "Design a multi-region architecture for a payments API.",
     "Write a 2,000-word essay on the history of cryptography.",
-    "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n"
+    'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\n'
     "    main()\nKeyError: 'user'\nwhat is wrong?",
 ]
 
@@ -66,20 +68,30 @@ def test_hard_requests_go_to_the_large_tier(text):
 def test_request_shape_counts_too_long_conversations_output_budgets_and_json():
     assert classify(user("Hi"), max_tokens=4096).tier == "large"
     assert "large max_tokens" in classify(user("Hi"), max_tokens=4096).reason
-    long_chat = [{"role": "user" if i % 2 == 0 else "assistant", "content": "and then?"}
-                 for i in range(10)]  # fmt: skip
+    long_chat = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "and then?"} for i in range(10)
+    ]
     assert classify(long_chat).tier == "large"
     assert "long task +1" in classify(user("Please look at this. " * 40)).signals
     json_ask = classify(user("Explain the reply format."), response_format={"type": "json_object"})
     assert json_ask.tier == "large" and json_ask.signals == (
-        "asks for an explanation +1", "structured output +1")
+        "asks for an explanation +1",
+        "structured output +1",
+    )
 
 
 def test_the_last_user_message_is_the_task_and_content_parts_are_read():
     system = {"role": "system", "content": "Prove everything you say, step by step."}
     assert classify([system, *user(EASY)]).tier == "small"  # the system prompt is not the task
-    parts = [{"role": "user", "content": [{"type": "text", "text": "Prove that "},
-                                          {"type": "text", "text": "sqrt(2) is irrational."}]}]
+    parts = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Prove that "},
+                {"type": "text", "text": "sqrt(2) is irrational."},
+            ],
+        }
+    ]
     assert classify(parts).tier == "large"
     pasted = "Our log: " + "GET /health 200 OK. " * 5000 + "Explain step by step why it fails."
     assert "step-by-step reasoning +2" in classify(user(pasted)).signals  # the tail is read too
@@ -121,13 +133,19 @@ def test_a_tier_s_first_deployment_by_name_serves_it_and_the_other_tier_is_the_f
     both = [("zeta", "small"), ("alpha", "small"), ("big", "large"), ("nightly", "batch")]
     route = choose_deployment(decision("small"), both)
     assert route is not None and (route.deployment, route.tier, route.fallback) == (
-        "alpha", "small", False)
-    assert route.headers() == {"x-sluice-tier": "small (score 0: no hard-task signal)",
-                               "x-sluice-routed-model": "alpha"}  # fmt: skip
+        "alpha",
+        "small",
+        False,
+    )
+    assert route.headers() == {
+        "x-sluice-tier": "small (score 0: no hard-task signal)",
+        "x-sluice-routed-model": "alpha",
+    }
     fallback = choose_deployment(decision("large"), [("alpha", "small"), ("nightly", "batch")])
     assert fallback is not None and (fallback.deployment, fallback.fallback) == ("alpha", True)
     assert fallback.headers()["x-sluice-tier"].startswith(
-        "small (fallback: no large deployment available; score 0")
+        "small (fallback: no large deployment available; score 0"
+    )
     assert choose_deployment(decision("small"), [("nightly", "batch")]) is None
 
 
@@ -197,12 +215,16 @@ def tiered_platform(redis_url):
     try:
         team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
         for tier, sim in sims.items():
-            deployment = fleet.ensure_deployment(f"tier-{tier}", served_model_name=f"sim-{tier}",
-                                                 tier=tier)  # fmt: skip
+            deployment = fleet.ensure_deployment(
+                f"tier-{tier}", served_model_name=f"sim-{tier}", tier=tier
+            )
             fleet.register_worker(deployment, sim.url, registered_by="test")
         gateway = LiveGateway(redis_url)
-        client = openai.OpenAI(base_url=f"{gateway.url}/v1", max_retries=0,
-                               api_key=actions.issue_api_key(team).plaintext)  # fmt: skip
+        client = openai.OpenAI(
+            base_url=f"{gateway.url}/v1",
+            max_retries=0,
+            api_key=actions.issue_api_key(team).plaintext,
+        )
         for tier in sims:
             _wait_until_served(client, f"tier-{tier}")
         yield {"client": client, "sims": sims}
@@ -233,7 +255,8 @@ def test_auto_through_the_live_gateway_reaches_the_right_simulator(tiered_platfo
     for tier, prompt in (("small", EASY), ("large", HARD)):
         before = {t: sim.metric("vllm:request_success_total") for t, sim in sims.items()}
         raw = client.chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": prompt}], max_tokens=8)
+            model="auto", messages=[{"role": "user", "content": prompt}], max_tokens=8
+        )
         reply = raw.parse()
         assert reply.model == f"tier-{tier}" and reply.choices[0].message.content
         assert raw.headers["x-sluice-routed-model"] == f"tier-{tier}"
@@ -244,7 +267,8 @@ def test_auto_through_the_live_gateway_reaches_the_right_simulator(tiered_platfo
         replies[tier] = reply
 
     streamed = client.chat.completions.with_raw_response.create(
-        model="auto", messages=[{"role": "user", "content": HARD}], max_tokens=4, stream=True)
+        model="auto", messages=[{"role": "user", "content": HARD}], max_tokens=4, stream=True
+    )
     assert streamed.headers["x-sluice-routed-model"] == "tier-large"
     assert all(chunk.model == "tier-large" for chunk in streamed.parse())
 

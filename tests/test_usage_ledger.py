@@ -25,10 +25,22 @@ pytestmark = pytest.mark.django_db
 def push(team_id: int, count: int) -> list[str]:
     ids = [f"chatcmpl-{uuid.uuid4().hex}" for _ in range(count)]
     for request_id in ids:
-        async_to_sync(record_usage)(UsageEvent(
-            request_id=request_id, team_id=team_id, api_key_id="abcd1234", model="m",
-            prompt_tokens=10, completion_tokens=5, status="ok", latency_ms=100, ttft_ms=20,
-            worker="http://w", cost_micros=7, created_at=time.time()))  # fmt: skip
+        async_to_sync(record_usage)(
+            UsageEvent(
+                request_id=request_id,
+                team_id=team_id,
+                api_key_id="abcd1234",
+                model="m",
+                prompt_tokens=10,
+                completion_tokens=5,
+                status="ok",
+                latency_ms=100,
+                ttft_ms=20,
+                worker="http://w",
+                cost_micros=7,
+                created_at=time.time(),
+            )
+        )
     return ids
 
 

@@ -30,11 +30,27 @@ def push_events(team_id: int, count: int) -> list[str]:
 
     async def append_all() -> None:
         for start in range(0, count, 500):
-            await asyncio.gather(*(record_usage(UsageEvent(
-                request_id=request_id, team_id=team_id, api_key_id="abcd1234", model="m",
-                prompt_tokens=10, completion_tokens=5, status="ok", latency_ms=100, ttft_ms=20,
-                worker="http://w", cost_micros=7, created_at=time.time(),
-            )) for request_id in ids[start:start + 500]))  # fmt: skip
+            await asyncio.gather(
+                *(
+                    record_usage(
+                        UsageEvent(
+                            request_id=request_id,
+                            team_id=team_id,
+                            api_key_id="abcd1234",
+                            model="m",
+                            prompt_tokens=10,
+                            completion_tokens=5,
+                            status="ok",
+                            latency_ms=100,
+                            ttft_ms=20,
+                            worker="http://w",
+                            cost_micros=7,
+                            created_at=time.time(),
+                        )
+                    )
+                    for request_id in ids[start : start + 500]
+                )
+            )
 
     asyncio.run(append_all())
     reset_clients()  # the async pool belonged to that loop
@@ -44,15 +60,31 @@ def push_events(team_id: int, count: int) -> list[str]:
 def start_celery_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     # solo pool: the task runs in the worker process itself, so SIGKILL lands mid-task.
     return subprocess.Popen(
-        [*CELERY, "worker", "--pool", "solo", "--loglevel", "INFO", "--without-gossip",
-         "--without-mingle", "--without-heartbeat"],
-        cwd=REPO_ROOT, env=env, start_new_session=True,
-    )  # fmt: skip
+        [
+            *CELERY,
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def queue_ingest(env: dict[str, str]) -> None:
-    subprocess.run([*CELERY, "call", "gateway.usage.tasks.ingest_usage_events"],
-                   cwd=REPO_ROOT, env=env, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CELERY, "call", "gateway.usage.tasks.ingest_usage_events"],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

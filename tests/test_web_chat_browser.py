@@ -22,9 +22,15 @@ from tests.sims import SimProcess
 pytestmark = pytest.mark.django_db(transaction=True)
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags chromium phones home, and this machine refuses it noisily.
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"]  # fmt: skip
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 PROFILE = "h100-llama3-8b"
 PASSWORD = "a-long-password-1"
@@ -62,8 +68,9 @@ def live_chat(redis_url: str) -> Iterator[str]:
 def page(live_chat: str) -> Iterator[Page]:
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS,
-                                             headless=True)  # fmt: skip
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
+        )
         page = browser.new_page(base_url=live_chat)
         console_errors: list[str] = []
         page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)

@@ -21,8 +21,13 @@ from inference.scraper import Scraper
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = [(b"origin", b"http://127.0.0.1:8000")]
-HELLO = {"type": "chat", "model": "small-model", "max_tokens": 300, "ignore_eos": True,
-         "messages": [{"role": "user", "content": "Tell me a story"}]}  # fmt: skip
+HELLO = {
+    "type": "chat",
+    "model": "small-model",
+    "max_tokens": 300,
+    "ignore_eos": True,
+    "messages": [{"role": "user", "content": "Tell me a story"}],
+}
 
 
 @pytest.fixture
@@ -127,8 +132,9 @@ def test_a_logged_in_web_user_chats_on_their_team_without_a_key(api_key):
     async def scenario():
         async with aiohttp.ClientSession() as session:
             await Scraper().scrape_once(session)
-        socket = WebsocketCommunicator(application, "/ws/chat/",
-                                       headers=[*ORIGIN, (b"cookie", cookie)])  # fmt: skip
+        socket = WebsocketCommunicator(
+            application, "/ws/chat/", headers=[*ORIGIN, (b"cookie", cookie)]
+        )
         assert (await socket.connect())[0]
         await socket.send_json_to({**HELLO, "max_tokens": 3})
         events = [await socket.receive_json_from(timeout=10) for _ in range(6)]
@@ -138,8 +144,9 @@ def test_a_logged_in_web_user_chats_on_their_team_without_a_key(api_key):
 
     events = asyncio.run(scenario())
     assert [e["type"] for e in events] == ["quota", "delta", "delta", "delta", "done", "quota"]
-    remaining = [{item["limit"]: item["remaining"] for item in e["limits"]}
-                 for e in (events[0], events[-1])]  # fmt: skip
+    remaining = [
+        {item["limit"]: item["remaining"] for item in e["limits"]} for e in (events[0], events[-1])
+    ]
     assert remaining[0]["requests_per_minute"] == 100
     assert remaining[1]["requests_per_minute"] == 99
     assert remaining[0]["tokens_per_month"] is None  # unlimited stays unlimited
@@ -162,8 +169,9 @@ def test_chat_before_authenticating_is_refused(api_key):
 
 def test_a_foreign_origin_cannot_open_the_socket():
     async def scenario() -> bool:
-        socket = WebsocketCommunicator(application, "/ws/chat/",
-                                       headers=[(b"origin", b"https://evil.example")])  # fmt: skip
+        socket = WebsocketCommunicator(
+            application, "/ws/chat/", headers=[(b"origin", b"https://evil.example")]
+        )
         connected_, _ = await socket.connect()
         return bool(connected_)
 
@@ -173,8 +181,9 @@ def test_a_foreign_origin_cannot_open_the_socket():
 def test_a_repeated_deterministic_chat_is_answered_from_the_cache(api_key, sim):
     question = {**HELLO, "max_tokens": 6, "temperature": 0, "ignore_eos": False}
 
-    async def ask(socket: WebsocketCommunicator, body: dict[str, object]
-                  ) -> tuple[str, dict[str, object]]:  # fmt: skip
+    async def ask(
+        socket: WebsocketCommunicator, body: dict[str, object]
+    ) -> tuple[str, dict[str, object]]:
         await socket.send_json_to(body)
         text, event = "", await socket.receive_json_from(timeout=10)
         while event["type"] == "delta":
@@ -189,8 +198,9 @@ def test_a_repeated_deterministic_chat_is_answered_from_the_cache(api_key, sim):
         generated = sim.metric("vllm:request_success_total")
         second = await ask(socket, question)
         await socket.receive_json_from(timeout=5)
-        paraphrased = await ask(socket, {**question, "messages": [
-            {"role": "user", "content": "tell me a story"}]})  # fmt: skip
+        paraphrased = await ask(
+            socket, {**question, "messages": [{"role": "user", "content": "tell me a story"}]}
+        )
         unchanged = sim.metric("vllm:request_success_total") == generated
         await socket.disconnect()
         await close_http_session()

@@ -31,30 +31,40 @@ def test_a_socket_left_idle_for_a_minute_still_answers(platform):
 
 async def _idle_then_chat(url: str, key: str) -> list[dict[str, Any]]:
     ws_url = url.replace("http://", "ws://") + "/ws/chat/"
-    async with aiohttp.ClientSession() as session, session.ws_connect(
-        ws_url, headers={"Origin": url}, heartbeat=None
-    ) as socket:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(ws_url, headers={"Origin": url}, heartbeat=None) as socket,
+    ):
         await socket.send_json({"type": "auth", "api_key": key})
         assert (await socket.receive_json(timeout=5))["type"] == "ready"
         assert (await socket.receive_json(timeout=5))["type"] == "quota"
         # Nothing for a minute: a closed socket shows up here as a CLOSE/CLOSED message.
         idle = await _next_message_within(socket, IDLE_S)
         assert idle is None, f"the server spoke or closed while idle: {idle}"
-        await socket.send_json({"type": "chat", "model": "small-model", "max_tokens": 3,
-                                "ignore_eos": True,
-                                "messages": [{"role": "user", "content": "Still there?"}]})
+        await socket.send_json(
+            {
+                "type": "chat",
+                "model": "small-model",
+                "max_tokens": 3,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": "Still there?"}],
+            }
+        )
         events: list[dict[str, Any]] = []
         while not events or events[-1]["type"] not in ("quota", "error"):
             events.append(await socket.receive_json(timeout=10))
         return events
 
 
-async def _next_message_within(socket: aiohttp.ClientWebSocketResponse, seconds: float
-                               ) -> object | None:
+async def _next_message_within(
+    socket: aiohttp.ClientWebSocketResponse, seconds: float
+) -> object | None:
     # Not receive(timeout=...): each ping the server sends (uvicorn: every 20 s) restarts it.
     try:
         message = await asyncio.wait_for(socket.receive(), seconds)
     except TimeoutError:
         return None
-    return (message.type, json.loads(message.data) if message.type == aiohttp.WSMsgType.TEXT
-            else message.data)
+    return (
+        message.type,
+        json.loads(message.data) if message.type == aiohttp.WSMsgType.TEXT else message.data,
+    )

@@ -34,7 +34,11 @@ class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     inlines = [QuotaPolicyInline, MembershipInline]
 
     def save_related(
-        self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool  # type: ignore[type-arg]
+        self,
+        request: HttpRequest,
+        form: ModelForm,  # type: ignore[type-arg]
+        formsets: Any,
+        change: bool,
     ) -> None:
         super().save_related(request, form, formsets, change)
         # The inline saved the policy directly; share it so every process sees it.

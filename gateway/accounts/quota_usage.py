@@ -20,8 +20,12 @@ class LimitUsage:
         return None if self.limit_value is None else max(self.limit_value - self.used, 0)
 
     def as_dict(self) -> dict[str, str | int | None]:
-        return {"limit": self.limit, "used": self.used, "limit_value": self.limit_value,
-                "remaining": self.remaining}  # fmt: skip
+        return {
+            "limit": self.limit,
+            "used": self.used,
+            "limit_value": self.limit_value,
+            "remaining": self.remaining,
+        }
 
 
 def _window_sum(fields: dict[str, str], now_s: int) -> int:
@@ -51,7 +55,5 @@ def read_team_usage(team_id: int, limits: QuotaLimits) -> list[LimitUsage]:
         LimitUsage("requests_per_minute", _window_sum(rpm, now_s), limits.requests_per_minute),
         LimitUsage("tokens_per_minute", _window_sum(tpm, now_s), limits.tokens_per_minute),
         LimitUsage("tokens_per_month", int(month_tokens or 0), limits.tokens_per_month),
-        LimitUsage(
-            "budget_per_month_micros", int(month_cost or 0), limits.budget_per_month_micros
-        ),
+        LimitUsage("budget_per_month_micros", int(month_cost or 0), limits.budget_per_month_micros),
     ]

@@ -52,8 +52,10 @@ class RateLimitState:
 
 class QuotaExceeded(Exception):
     def __init__(self, limit: str, retry_after_s: float | None, state: RateLimitState) -> None:
-        when = "never (the request alone exceeds it)" if retry_after_s is None else (
-            f"in {retry_after_s:.1f} s"
+        when = (
+            "never (the request alone exceeds it)"
+            if retry_after_s is None
+            else (f"in {retry_after_s:.1f} s")
         )
         super().__init__(f"Quota {limit} exceeded; the request could pass {when}.")
         self.limit = limit
@@ -163,8 +165,12 @@ async def admit(
     try:
         reply = await _ADMIT.run(async_redis(), keys, args)
     except REDIS_FAILURES as exc:
-        logger.error("admission refused for team %s: Redis failed: %s: %s",
-                     request.team_id, type(exc).__name__, exc)  # fmt: skip
+        logger.error(
+            "admission refused for team %s: Redis failed: %s: %s",
+            request.team_id,
+            type(exc).__name__,
+            exc,
+        )
         raise AdmissionUnavailable("Redis is unreachable; admission fails closed.") from exc
     if int(reply[0]) == 0:
         wait_ms = int(reply[2])
@@ -201,6 +207,10 @@ async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros
         await _RECONCILE.run(async_redis(), keys, args)
     except REDIS_FAILURES as exc:
         # The reservation stays fully charged: over-counting is the safe side of a quota.
-        logger.error("reservation of team %s not settled: %s: %s",
-                     reservation.team_id, type(exc).__name__, exc)  # fmt: skip
+        logger.error(
+            "reservation of team %s not settled: %s: %s",
+            reservation.team_id,
+            type(exc).__name__,
+            exc,
+        )
         raise AdmissionUnavailable("Redis is unreachable; reservation not settled.") from exc

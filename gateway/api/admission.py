@@ -53,8 +53,13 @@ def rate_limit_headers(state: RateLimitState) -> dict[str, str]:
 
 async def _reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
     prompt = chat.estimated_prompt_tokens()
-    request = AdmissionRequest(caller.team_id, caller.key_id, prompt, chat.max_tokens,
-                               deployment.cost_micros(prompt, chat.max_tokens))  # fmt: skip
+    request = AdmissionRequest(
+        caller.team_id,
+        caller.key_id,
+        prompt,
+        chat.max_tokens,
+        deployment.cost_micros(prompt, chat.max_tokens),
+    )
     try:
         return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)
     except MaxTokensOverCap as exc:
@@ -81,9 +86,13 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> DeploymentInfo | Non
     decision = classify(chat.messages, chat.max_tokens, chat.options.get("response_format"))
     route = choose_deployment(decision, [(d.name, d.tier) for d in usable])
     if route is None:
-        raise ApiError(403, "This API key may not use any small or large deployment, which the "
-                       "model 'auto' routes to: list them in the key's allowed models.",
-                       "model_not_allowed", "model")  # fmt: skip
+        raise ApiError(
+            403,
+            "This API key may not use any small or large deployment, which the "
+            "model 'auto' routes to: list them in the key's allowed models.",
+            "model_not_allowed",
+            "model",
+        )
     deployment = next(d for d in usable if d.name == route.deployment)
     return replace(deployment, route=route)
 

@@ -11,15 +11,40 @@ ROLES = {"system", "user", "assistant", "tool", "developer"}
 DEFAULT_MAX_TOKENS = 512
 # Sampling and output options passed through to vLLM unchanged; anything else is refused
 # rather than silently dropped.
-PASSTHROUGH = {"temperature", "top_p", "stop", "presence_penalty", "frequency_penalty",
-               "seed", "logit_bias", "user", "response_format", "ignore_eos", "min_tokens",
-               "top_k"}  # fmt: skip
+PASSTHROUGH = {
+    "temperature",
+    "top_p",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "logit_bias",
+    "user",
+    "response_format",
+    "ignore_eos",
+    "min_tokens",
+    "top_k",
+}
 # Refused with a clear 400 rather than accepted and then lost: the gateway does not yet
 # assemble tool calls or logprobs into non-streaming responses.
-NOT_YET_SUPPORTED = {"tools", "tool_choice", "parallel_tool_calls", "functions",
-                     "function_call", "logprobs", "top_logprobs"}  # fmt: skip
-KNOWN = PASSTHROUGH | {"model", "messages", "max_tokens", "max_completion_tokens", "stream",
-                       "stream_options", "n"}  # fmt: skip
+NOT_YET_SUPPORTED = {
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "logprobs",
+    "top_logprobs",
+}
+KNOWN = PASSTHROUGH | {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stream",
+    "stream_options",
+    "n",
+}
 # Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
 # context would only be refused by the worker after queueing.
 MAX_TOKENS_LIMIT = 32_768
@@ -40,8 +65,12 @@ class ChatRequest:
         return text // 3 + 8 * len(self.messages) + 8
 
     def upstream_body(self) -> dict[str, Any]:
-        return {**self.options, "messages": self.messages, "max_tokens": self.max_tokens,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        return {
+            **self.options,
+            "messages": self.messages,
+            "max_tokens": self.max_tokens,
+            "stream_options": {"include_usage": True},
+        }
 
 
 def _bad(message: str, param: str | None = None) -> ApiError:
@@ -108,8 +137,10 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
             raise _bad(f"messages[{index}] needs a role in {sorted(ROLES)}.", f"messages.{index}")
         content = message.get("content")
         if not (content is None or isinstance(content, str) or _content_parts(content)):
-            raise _bad(f"messages[{index}].content must be a string or an array of parts.",
-                       f"messages.{index}.content")  # fmt: skip
+            raise _bad(
+                f"messages[{index}].content must be a string or an array of parts.",
+                f"messages.{index}.content",
+            )
     return messages
 
 

@@ -37,14 +37,23 @@ def upstream_api_error(exc: UpstreamError) -> ApiError:
     """What the client hears about a worker failure: no internal addresses (they are logged)."""
     logger.warning("upstream failure at %s: %s", exc.worker_url, exc)
     if exc.client_error:
-        return ApiError(400, f"The model refused the request: {exc}".replace(exc.worker_url, ""),
-                        "invalid_request")  # fmt: skip
+        return ApiError(
+            400,
+            f"The model refused the request: {exc}".replace(exc.worker_url, ""),
+            "invalid_request",
+        )
     return ApiError(502, "The model worker failed; try again.", "upstream_error")
 
 
 class CompletionRun:
-    def __init__(self, request_id: str, chat: ChatRequest, deployment: DeploymentInfo,
-                 reservation: Reservation, cache: CachePlan | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        request_id: str,
+        chat: ChatRequest,
+        deployment: DeploymentInfo,
+        reservation: Reservation,
+        cache: CachePlan | None = None,
+    ) -> None:
         self.request_id = request_id
         self.cache = cache or CachePlan(exact.BYPASS)
         self.coalesced = False  # read another identical request's generation
@@ -96,8 +105,9 @@ class CompletionRun:
 
     async def _upstream(self) -> AsyncGenerator[Item, None]:
         name = self.deployment.name
-        route = route_context(name, self.deployment.routing_policy, self.chat.messages,
-                              self.chat.options.get("user"))  # fmt: skip
+        route = route_context(
+            name, self.deployment.routing_policy, self.chat.messages, self.chat.options.get("user")
+        )
         stream = stream_completion(dispatcher, name, self.chat.upstream_body(), route=route)
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
@@ -108,8 +118,13 @@ class CompletionRun:
         assert self.cache.reply is not None
         self.usage = exact.usage(self.cache.reply)  # what the reply is; billing is nil
         self.ttft_s = time.monotonic() - self.started_at
-        for chunk in exact.replay_chunks(self.cache.reply, self.request_id, self.created,
-                                         self.deployment.name, include_usage=True):  # fmt: skip
+        for chunk in exact.replay_chunks(
+            self.cache.reply,
+            self.request_id,
+            self.created,
+            self.deployment.name,
+            include_usage=True,
+        ):
             yield chunk
 
     def _observe(self, worker_url: str, chunk: dict[str, Any]) -> None:
@@ -130,16 +145,22 @@ class CompletionRun:
         try:
             return await anext(chunks)
         except NoHealthyWorker as exc:
-            raise ApiError(503, f"No healthy worker for '{self.deployment.name}': {exc}.",
-                           "no_healthy_worker") from exc  # fmt: skip
+            raise ApiError(
+                503, f"No healthy worker for '{self.deployment.name}': {exc}.", "no_healthy_worker"
+            ) from exc
         except QueueTimeout as exc:
-            raise ApiError(503, f"All workers are busy: {exc}. Retry shortly.", "queue_timeout",
-                           headers={"Retry-After": "1"}) from exc  # fmt: skip
+            raise ApiError(
+                503,
+                f"All workers are busy: {exc}. Retry shortly.",
+                "queue_timeout",
+                headers={"Retry-After": "1"},
+            ) from exc
         except UpstreamError as exc:
             raise upstream_api_error(exc) from exc
         except REDIS_FAILURES as exc:
-            raise ApiError(503, "The fleet state is unreachable; try again shortly.",
-                           "service_unavailable") from exc  # fmt: skip
+            raise ApiError(
+                503, "The fleet state is unreachable; try again shortly.", "service_unavailable"
+            ) from exc
 
     def used_tokens(self) -> tuple[int, int]:
         """Real usage when the worker reported it; otherwise what was produced so far."""
@@ -158,14 +179,20 @@ class CompletionRun:
 
     def _usage_event(self, prompt: int, completion: int, cost: int) -> UsageEvent:
         return UsageEvent(
-            request_id=self.request_id, team_id=self.reservation.team_id,
-            api_key_id=self.reservation.key_id or "", model=self.deployment.name,
-            prompt_tokens=prompt, completion_tokens=completion, status=self.status,
+            request_id=self.request_id,
+            team_id=self.reservation.team_id,
+            api_key_id=self.reservation.key_id or "",
+            model=self.deployment.name,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            status=self.status,
             latency_ms=int((time.monotonic() - self.started_at) * 1000),
             ttft_ms=None if self.ttft_s is None else int(self.ttft_s * 1000),
-            worker=self.worker_url, cost_micros=cost, created_at=time.time(),
+            worker=self.worker_url,
+            cost_micros=cost,
+            created_at=time.time(),
             cache_result=self.cache_result,
-        )  # fmt: skip
+        )
 
     @property
     def cache_result(self) -> str:
@@ -193,11 +220,21 @@ class CompletionRun:
             await record_usage(event)
         except REDIS_FAILURES:
             # The log line carries the whole event, so it can still be replayed by hand.
-            logger.error("request %s: usage event not queued, Redis unreachable: %s",
-                         self.request_id, json.dumps(asdict(event)))  # fmt: skip
-        logger.info("request %s team %s model %s worker %s prompt %d completion %d cache %s",
-                    self.request_id, self.reservation.team_id, self.deployment.name,
-                    self.worker_url or "-", prompt, completion, self.cache_result)  # fmt: skip
+            logger.error(
+                "request %s: usage event not queued, Redis unreachable: %s",
+                self.request_id,
+                json.dumps(asdict(event)),
+            )
+        logger.info(
+            "request %s team %s model %s worker %s prompt %d completion %d cache %s",
+            self.request_id,
+            self.reservation.team_id,
+            self.deployment.name,
+            self.worker_url or "-",
+            prompt,
+            completion,
+            self.cache_result,
+        )
         await self._count_cache_outcome()  # after billing: a slow cache Redis cannot delay it
         await self._keep_reply()
 
@@ -210,16 +247,29 @@ class CompletionRun:
             saved, saved_cost = prompt + completion, self.deployment.cost_micros(prompt, completion)
             instruments.cache_tokens_saved.labels(model).inc(saved)
             instruments.cache_cost_saved.labels(model).inc(saved_cost)
-        await planner.settle(self.cache, self.request_id, self.reservation.team_id, result,
-                             saved, saved_cost)  # fmt: skip
+        await planner.settle(
+            self.cache, self.request_id, self.reservation.team_id, result, saved, saved_cost
+        )
 
     async def _keep_reply(self) -> None:
         """Cache a complete generated reply whose real token counts the worker reported."""
-        if (self.cache.key is None or self.coalesced or self.status != "ok"
-                or self.usage is None or self.finish_reason is None):  # fmt: skip
+        if (
+            self.cache.key is None
+            or self.coalesced
+            or self.status != "ok"
+            or self.usage is None
+            or self.finish_reason is None
+        ):
             return
-        prompt, completion = self.usage.get("prompt_tokens", 0), self.usage.get(
-            "completion_tokens", 0)
+        prompt, completion = (
+            self.usage.get("prompt_tokens", 0),
+            self.usage.get("completion_tokens", 0),
+        )
         reply = exact.CachedReply("".join(self._text), self.finish_reason, prompt, completion)
-        await planner.keep(self.cache, reply, self.deployment.cost_micros(prompt, completion),
-                           self.request_id, self.reservation.team_id)  # fmt: skip
+        await planner.keep(
+            self.cache,
+            reply,
+            self.deployment.cost_micros(prompt, completion),
+            self.request_id,
+            self.reservation.team_id,
+        )

@@ -25,8 +25,10 @@ class DeploymentInfo:
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
-        return int(prompt_tokens * self.price_input_per_million
-                   + completion_tokens * self.price_output_per_million)  # fmt: skip
+        return int(
+            prompt_tokens * self.price_input_per_million
+            + completion_tokens * self.price_output_per_million
+        )
 
     def route_headers(self) -> dict[str, str]:
         """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto"."""
@@ -55,8 +57,13 @@ class DeploymentCatalog:
 def _load() -> dict[str, DeploymentInfo]:
     return {
         d.name: DeploymentInfo(
-            d.name, d.price_input_per_million, d.price_output_per_million, int(d.pk),
-            f"{d.served_model_name}@{d.revision}", d.routing_policy, d.tier,
+            d.name,
+            d.price_input_per_million,
+            d.price_output_per_million,
+            int(d.pk),
+            f"{d.served_model_name}@{d.revision}",
+            d.routing_policy,
+            d.tier,
         )
         for d in ModelDeployment.objects.all()
     }
@@ -71,8 +78,9 @@ def model_list(deployments: dict[str, DeploymentInfo]) -> list[dict[str, object]
     ]
     routed = [d.created for d in deployments.values() if d.tier in ROUTED_TIERS]
     if routed and AUTO_MODEL not in deployments:
-        data.append({"id": AUTO_MODEL, "object": "model", "created": min(routed),
-                     "owned_by": "sluice"})  # fmt: skip
+        data.append(
+            {"id": AUTO_MODEL, "object": "model", "created": min(routed), "owned_by": "sluice"}
+        )
     return data
 
 

@@ -34,8 +34,14 @@ class ApiError(Exception):
         self.model = "-"  # a deployment name once known (never raw input: metric labels)
 
     def body(self) -> dict[str, dict[str, str | None]]:
-        return {"error": {"message": self.message, "type": _TYPES.get(self.status, "api_error"),
-                          "param": self.param, "code": self.code}}  # fmt: skip
+        return {
+            "error": {
+                "message": self.message,
+                "type": _TYPES.get(self.status, "api_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def response(self) -> JsonResponse:
         response = JsonResponse(self.body(), status=self.status)

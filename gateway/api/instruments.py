@@ -5,29 +5,67 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 registry = CollectorRegistry()
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
-requests = Counter("sluice_requests", "Chat completion requests by model and HTTP status",
-                   ["model", "status"], registry=registry)  # fmt: skip
-latency = Histogram("sluice_request_latency_seconds", "Admission to last token",
-                    ["model"], buckets=_LATENCY_BUCKETS, registry=registry)  # fmt: skip
-ttft = Histogram("sluice_time_to_first_token_seconds", "Admission to first token",
-                 ["model"], buckets=_LATENCY_BUCKETS, registry=registry)  # fmt: skip
-tokens = Counter("sluice_tokens", "Tokens settled, by model and kind (prompt, completion)",
-                 ["model", "kind"], registry=registry)  # fmt: skip
-quota_rejections = Counter("sluice_quota_rejections", "Requests refused by a quota",
-                           ["limit"], registry=registry)  # fmt: skip
-cache_results = Counter("sluice_cache_results", "Chat completions by cache outcome "
-                        "(hit-exact, hit-semantic, coalesced, miss, bypass)", ["model", "result"],
-                        registry=registry)  # fmt: skip
-cache_tokens_saved = Counter("sluice_cache_tokens_saved", "Tokens answered from the cache "
-                             "instead of a worker", ["model"], registry=registry)  # fmt: skip
-cache_cost_saved = Counter("sluice_cache_cost_saved_micros", "What the cached replies would "
-                           "have cost, in micro-dollars", ["model"], registry=registry)  # fmt: skip
-cache_false_hits = Counter("sluice_cache_false_hits", "Cached replies reported wrong by "
-                           "their caller (each report removes the entry)",
-                           registry=registry)  # fmt: skip
-semantic_rejections = Counter("sluice_cache_semantic_rejections", "Semantic candidates above "
-                              "the threshold that verification turned down, by reason",
-                              ["reason"], registry=registry)  # fmt: skip
-semantic_lookup = Histogram("sluice_cache_semantic_lookup_seconds", "Embed, search and verify",
-                            buckets=(0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05,
-                                     0.1, 0.25), registry=registry)  # fmt: skip
+requests = Counter(
+    "sluice_requests",
+    "Chat completion requests by model and HTTP status",
+    ["model", "status"],
+    registry=registry,
+)
+latency = Histogram(
+    "sluice_request_latency_seconds",
+    "Admission to last token",
+    ["model"],
+    buckets=_LATENCY_BUCKETS,
+    registry=registry,
+)
+ttft = Histogram(
+    "sluice_time_to_first_token_seconds",
+    "Admission to first token",
+    ["model"],
+    buckets=_LATENCY_BUCKETS,
+    registry=registry,
+)
+tokens = Counter(
+    "sluice_tokens",
+    "Tokens settled, by model and kind (prompt, completion)",
+    ["model", "kind"],
+    registry=registry,
+)
+quota_rejections = Counter(
+    "sluice_quota_rejections", "Requests refused by a quota", ["limit"], registry=registry
+)
+cache_results = Counter(
+    "sluice_cache_results",
+    "Chat completions by cache outcome (hit-exact, hit-semantic, coalesced, miss, bypass)",
+    ["model", "result"],
+    registry=registry,
+)
+cache_tokens_saved = Counter(
+    "sluice_cache_tokens_saved",
+    "Tokens answered from the cache instead of a worker",
+    ["model"],
+    registry=registry,
+)
+cache_cost_saved = Counter(
+    "sluice_cache_cost_saved_micros",
+    "What the cached replies would have cost, in micro-dollars",
+    ["model"],
+    registry=registry,
+)
+cache_false_hits = Counter(
+    "sluice_cache_false_hits",
+    "Cached replies reported wrong by their caller (each report removes the entry)",
+    registry=registry,
+)
+semantic_rejections = Counter(
+    "sluice_cache_semantic_rejections",
+    "Semantic candidates above the threshold that verification turned down, by reason",
+    ["reason"],
+    registry=registry,
+)
+semantic_lookup = Histogram(
+    "sluice_cache_semantic_lookup_seconds",
+    "Embed, search and verify",
+    buckets=(0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25),
+    registry=registry,
+)

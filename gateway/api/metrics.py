@@ -41,6 +41,9 @@ async def metrics(request: HttpRequest) -> HttpResponse:
     if token:
         sent = request.headers.get("Authorization", "")
         if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-            return HttpResponse("metrics need 'Authorization: Bearer <METRICS_BEARER_TOKEN>'\n",
-                                status=401, content_type="text/plain")  # fmt: skip
+            return HttpResponse(
+                "metrics need 'Authorization: Bearer <METRICS_BEARER_TOKEN>'\n",
+                status=401,
+                content_type="text/plain",
+            )
     return HttpResponse(generate_latest(registry), content_type="text/plain; version=0.0.4")

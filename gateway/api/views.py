@@ -31,8 +31,9 @@ from inference.client import UpstreamError
 
 async def _authenticate(request: HttpRequest) -> KeyRecord:
     try:
-        return await authenticate_key(bearer_token(request.headers.get("Authorization")),
-                                      "inference")  # fmt: skip
+        return await authenticate_key(
+            bearer_token(request.headers.get("Authorization")), "inference"
+        )
     except AuthenticationFailed as exc:
         raise ApiError(401, str(exc), "invalid_api_key") from None
     except ScopeDenied as exc:
@@ -44,8 +45,11 @@ async def _authenticate(request: HttpRequest) -> KeyRecord:
 def _read_body(request: HttpRequest) -> bytes:
     declared = int(request.headers.get("Content-Length") or 0)
     if declared > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-        raise ApiError(413, f"Request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
-                       "request_too_large")  # fmt: skip
+        raise ApiError(
+            413,
+            f"Request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+            "request_too_large",
+        )
     return request.body
 
 
@@ -79,8 +83,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     model = deployment.name
     cache = await planner.plan(directives, caller.team_id, deployment, chat)
     run = CompletionRun(request_id, chat, deployment, reservation, cache)
-    headers = {**rate_limit_headers(reservation.state), **deployment.route_headers(),
-               "x-sluice-cache": cache.result}  # fmt: skip
+    headers = {
+        **rate_limit_headers(reservation.state),
+        **deployment.route_headers(),
+        "x-sluice-cache": cache.result,
+    }
     chunks = run.chunks()
     try:
         first = await run.first_chunk(chunks)
@@ -126,8 +133,9 @@ def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
     return {k: v for k, v in chunk.items() if k != "usage"}
 
 
-async def _collect(run: CompletionRun, first: dict[str, Any],
-                   chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any]:  # fmt: skip
+async def _collect(
+    run: CompletionRun, first: dict[str, Any], chunks: AsyncGenerator[dict[str, Any], None]
+) -> dict[str, Any]:
     text, finish = [], None
     try:
         chunk: dict[str, Any] | None = first
@@ -142,13 +150,23 @@ async def _collect(run: CompletionRun, first: dict[str, Any],
         await chunks.aclose()
     prompt, completion = run.used_tokens()
     return {
-        "id": run.request_id, "object": "chat.completion", "created": run.created,
+        "id": run.request_id,
+        "object": "chat.completion",
+        "created": run.created,
         "model": run.deployment.name,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                     "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "total_tokens": prompt + completion},
-    }  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(text)},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
 
 
 @csrf_exempt
@@ -160,21 +178,27 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
         caller_key = await _authenticate(request)
         body = json.loads(_read_body(request) or b"null")
         request_id = body.get("request_id") if isinstance(body, dict) else None
-        if not (isinstance(request_id, str) and request_id.startswith("chatcmpl-")
-                and len(request_id) <= 64):  # fmt: skip
-            raise ApiError(400, "Send {\"request_id\": \"chatcmpl-...\"}.", "invalid_request",
-                           "request_id")  # fmt: skip
+        if not (
+            isinstance(request_id, str)
+            and request_id.startswith("chatcmpl-")
+            and len(request_id) <= 64
+        ):
+            raise ApiError(
+                400, 'Send {"request_id": "chatcmpl-..."}.', "invalid_request", "request_id"
+            )
         removed = await planner.report_false_hit(request_id, caller_key.team_id)
     except ApiError as error:
         return error.response()
     except (ValueError, UnicodeDecodeError):
         return ApiError(400, "The body is not valid JSON.", "invalid_request").response()
     except exact.CacheUnavailable:
-        return ApiError(503, "The cache is unreachable; try again shortly.",
-                        "service_unavailable").response()  # fmt: skip
+        return ApiError(
+            503, "The cache is unreachable; try again shortly.", "service_unavailable"
+        ).response()
     if not removed:
-        return ApiError(404, f"No cached reply of yours answered '{request_id}'.",
-                        "not_found", "request_id").response()  # fmt: skip
+        return ApiError(
+            404, f"No cached reply of yours answered '{request_id}'.", "not_found", "request_id"
+        ).response()
     instruments.cache_false_hits.inc()
     return JsonResponse({"request_id": request_id, "removed": True})
 

@@ -31,8 +31,9 @@ class TeamCacheView(APIView):
             counters = stats.read(team.pk)
         except REDIS_FAILURES as exc:
             raise ServiceUnavailable(f"The cache's Redis is unreachable: {exc}") from None
-        return Response({"team": team.slug, "policy": self._effective(team.pk),
-                         "counters": counters})  # fmt: skip
+        return Response(
+            {"team": team.slug, "policy": self._effective(team.pk), "counters": counters}
+        )
 
     def patch(self, request: Request, slug: str) -> Response:
         team = team_for_admin(request, slug)
@@ -48,6 +49,8 @@ class TeamCacheView(APIView):
 
     @staticmethod
     def _effective(team_id: int) -> dict[str, object]:
-        row = (CachePolicy.objects.filter(team_id=team_id).first()
-               or CachePolicy.objects.filter(team__isnull=True).first())  # fmt: skip
+        row = (
+            CachePolicy.objects.filter(team_id=team_id).first()
+            or CachePolicy.objects.filter(team__isnull=True).first()
+        )
         return asdict(settings_from_row(row) if row else default_settings())

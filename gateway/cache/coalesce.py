@@ -25,8 +25,9 @@ Item = tuple[str, dict[str, Any]]  # (worker url, chunk)
 
 
 class SharedGeneration:
-    def __init__(self, key: str, source: AsyncGenerator[Item, None],
-                 registry: dict[str, "SharedGeneration"]) -> None:  # fmt: skip
+    def __init__(
+        self, key: str, source: AsyncGenerator[Item, None], registry: dict[str, "SharedGeneration"]
+    ) -> None:
         self.key = key
         self.items: list[Item] = []
         self.done = False
@@ -78,8 +79,9 @@ class Coalescer:
     def __init__(self) -> None:
         self._running: dict[str, SharedGeneration] = {}
 
-    def join(self, key: str, start: Callable[[], AsyncGenerator[Item, None]]
-             ) -> tuple[SharedGeneration, bool]:  # fmt: skip
+    def join(
+        self, key: str, start: Callable[[], AsyncGenerator[Item, None]]
+    ) -> tuple[SharedGeneration, bool]:
         """The generation running for key, or a new one from start(); True if new."""
         running = self._running.get(key)
         if running is not None and not running.done:

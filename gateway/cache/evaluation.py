@@ -43,15 +43,18 @@ def sts_b_pairs(splits: Iterable[str] = ("train", "dev")) -> list[Pair]:
         for line in (folder / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines():
             fields = line.split("\t")
             if len(fields) >= 7:
-                pairs.append(Pair(fields[5], fields[6], float(fields[4]) >= POSITIVE_STS,
-                                  f"sts-{split}"))  # fmt: skip
+                pairs.append(
+                    Pair(fields[5], fields[6], float(fields[4]) >= POSITIVE_STS, f"sts-{split}")
+                )
     return pairs
 
 
 def adversarial_pairs() -> list[Pair]:
     with ADVERSARIAL.open(encoding="utf-8") as handle:
-        return [Pair(row["a"], row["b"], row["label"] == "1", row["kind"])
-                for row in csv.DictReader(handle, delimiter="\t")]  # fmt: skip
+        return [
+            Pair(row["a"], row["b"], row["label"] == "1", row["kind"])
+            for row in csv.DictReader(handle, delimiter="\t")
+        ]
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def similarities(embedder: OnnxMiniLM, pairs: list[Pair], batch: int = 64) -> np
     """Cosine similarity of each pair (the vectors are unit length)."""
     scores = []
     for start in range(0, len(pairs), batch):
-        chunk = pairs[start:start + batch]
+        chunk = pairs[start : start + batch]
         left = np.stack(embedder.embed_batch([p.a for p in chunk]))
         right = np.stack(embedder.embed_batch([p.b for p in chunk]))
         scores.append((left * right).sum(axis=1))
@@ -89,12 +92,19 @@ def score(pairs: list[Pair], cosines: np.ndarray, thresholds: list[float]) -> li
     table = []
     for threshold in thresholds:
         for verified in (False, True):
-            hit = [c >= threshold and (ok or not verified) for c, ok in zip(cosines, accepted,
-                                                                             strict=True)]
-            table.append(Score(
-                threshold, verified,
-                true_hits=sum(h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
-                false_hits=sum(h and not p.same_meaning for h, p in zip(hit, pairs, strict=True)),
-                missed=sum(not h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
-            ))  # fmt: skip
+            hit = [
+                c >= threshold and (ok or not verified)
+                for c, ok in zip(cosines, accepted, strict=True)
+            ]
+            table.append(
+                Score(
+                    threshold,
+                    verified,
+                    true_hits=sum(h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
+                    false_hits=sum(
+                        h and not p.same_meaning for h, p in zip(hit, pairs, strict=True)
+                    ),
+                    missed=sum(not h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
+                )
+            )
     return table

@@ -97,9 +97,17 @@ async def _run(client: Redis, name: str, keys: list[str], args: list[str | int])
     return await script(keys=keys, args=args)
 
 
-async def admit(client: Redis, budget: Budget, key: str, value: str, ttl_s: int, cost: int,
-                *, vector_set: str | None = None, element: str | None = None
-                ) -> Admission:  # fmt: skip
+async def admit(
+    client: Redis,
+    budget: Budget,
+    key: str,
+    value: str,
+    ttl_s: int,
+    cost: int,
+    *,
+    vector_set: str | None = None,
+    element: str | None = None,
+) -> Admission:
     """Store value under key for ttl_s seconds, evicting lower-value entries to fit.
 
     An entry larger than the whole budget is refused and evicts nothing. Re-admitting a
@@ -116,8 +124,7 @@ async def admit(client: Redis, budget: Budget, key: str, value: str, ttl_s: int,
         args.append(element)
     admitted, evicted = await _run(client, "admit", keys, args)
     if evicted:
-        logger.debug("evicted %d entries from cache namespace %s", len(evicted),
-                     budget.namespace)  # fmt: skip
+        logger.debug("evicted %d entries from cache namespace %s", len(evicted), budget.namespace)
     return Admission(admitted=bool(admitted), evicted=list(evicted))
 
 
@@ -151,5 +158,4 @@ async def usage(client: Redis, namespace: str) -> NamespaceUsage:
         pipe.zcard(prio)
         pipe.hmget(stats, ["used", "clock"])
         entries, (used, clock) = await pipe.execute()
-    return NamespaceUsage(entries=int(entries), used_bytes=int(used or 0),
-                          clock=float(clock or 0))  # fmt: skip
+    return NamespaceUsage(entries=int(entries), used_bytes=int(used or 0), clock=float(clock or 0))

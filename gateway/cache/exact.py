@@ -44,14 +44,17 @@ class CacheDirectives:
 
     @classmethod
     def from_request(cls, request: HttpRequest) -> "CacheDirectives":
-        control = {part.strip().lower() for part in
-                   request.headers.get("Cache-Control", "").split(",")}  # fmt: skip
+        control = {
+            part.strip().lower() for part in request.headers.get("Cache-Control", "").split(",")
+        }
         ttl_s = None
         raw_ttl = request.headers.get("x-sluice-cache-ttl")
         if raw_ttl is not None:
             if not raw_ttl.isdigit() or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S:
-                raise ValueError(f"x-sluice-cache-ttl must be whole seconds from 1 to "
-                                 f"{settings.CACHE_EXACT_MAX_TTL_S}")  # fmt: skip
+                raise ValueError(
+                    f"x-sluice-cache-ttl must be whole seconds from 1 to "
+                    f"{settings.CACHE_EXACT_MAX_TTL_S}"
+                )
             ttl_s = int(raw_ttl)
         return cls("no-cache" not in control, "no-store" not in control, ttl_s)
 
@@ -90,23 +93,42 @@ def encode(reply: CachedReply) -> str:
     return json.dumps(asdict(reply))
 
 
-def replay_chunks(reply: CachedReply, request_id: str, created: int, model: str,
-                  include_usage: bool) -> list[dict[str, Any]]:  # fmt: skip
+def replay_chunks(
+    reply: CachedReply, request_id: str, created: int, model: str, include_usage: bool
+) -> list[dict[str, Any]]:
     """The stored reply as the chunks a generation would have streamed."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": request_id, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [{"index": 0, "delta": delta,
-                                             "finish_reason": finish}]}  # fmt: skip
+        return {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
-    chunks = [chunk({"role": "assistant", "content": ""}), chunk({"content": reply.content}),
-              chunk({}, reply.finish_reason)]  # fmt: skip
+    chunks = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": reply.content}),
+        chunk({}, reply.finish_reason),
+    ]
     if include_usage:
-        chunks.append({"id": request_id, "object": "chat.completion.chunk", "created": created,
-                       "model": model, "choices": [], "usage": usage(reply)})  # fmt: skip
+        chunks.append(
+            {
+                "id": request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage(reply),
+            }
+        )
     return chunks
 
 
 def usage(reply: CachedReply) -> dict[str, int]:
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }

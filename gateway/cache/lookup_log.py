@@ -43,9 +43,15 @@ class LookupSample:
 
     def encode(self) -> str:
         verdicts = [None if v is None else int(v) for v in self.verdicts]
-        return json.dumps({"c": [round(c, 4) for c in self.cosines], "v": verdicts,
-                           "t": self.threshold, "ve": int(self.verify_enabled)},
-                          separators=(",", ":"))  # fmt: skip
+        return json.dumps(
+            {
+                "c": [round(c, 4) for c in self.cosines],
+                "v": verdicts,
+                "t": self.threshold,
+                "ve": int(self.verify_enabled),
+            },
+            separators=(",", ":"),
+        )
 
     @classmethod
     def decode(cls, raw: str | bytes) -> "LookupSample":

@@ -53,12 +53,14 @@ class CachePlan:
 
 
 def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
-    return ((policy.exact_enabled or policy.semantic_enabled)
-            and (policy.cache_sampled or exact.is_deterministic(chat)))  # fmt: skip
+    return (policy.exact_enabled or policy.semantic_enabled) and (
+        policy.cache_sampled or exact.is_deterministic(chat)
+    )
 
 
-async def plan(directives: CacheDirectives, team_id: int, deployment: DeploymentInfo,
-               chat: ChatRequest) -> CachePlan:  # fmt: skip
+async def plan(
+    directives: CacheDirectives, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+) -> CachePlan:
     try:
         policy = await policy_for_team(team_id)
     except RedisUnavailable as exc:
@@ -76,8 +78,9 @@ async def plan(directives: CacheDirectives, team_id: int, deployment: Deployment
         started = time.perf_counter()
         slot = await _slot(policy, team_id, deployment, chat)
         if slot is not None and directives.lookup:
-            match = await semantic.lookup(slot, policy.similarity_threshold,
-                                          policy.verify_enabled, team_id)  # fmt: skip
+            match = await semantic.lookup(
+                slot, policy.similarity_threshold, policy.verify_enabled, team_id
+            )
             instruments.semantic_lookup.observe(time.perf_counter() - started)
             if match is not None:
                 hit = EntryRef(namespace("semantic", team_id), match.entry_key)
@@ -85,14 +88,20 @@ async def plan(directives: CacheDirectives, team_id: int, deployment: Deployment
     except (CacheUnavailable, SemanticUnavailable) as exc:
         logger.warning("response caches bypassed, cache Redis failed: %s", exc)
         return CachePlan(BYPASS)
-    return CachePlan(MISS if directives.lookup else BYPASS, own=own, key=key,
-                     slot=slot if directives.store else None,
-                     store_exact=directives.store and policy.exact_enabled,
-                     ttl_s=directives.ttl_s, policy=policy)  # fmt: skip
+    return CachePlan(
+        MISS if directives.lookup else BYPASS,
+        own=own,
+        key=key,
+        slot=slot if directives.store else None,
+        store_exact=directives.store and policy.exact_enabled,
+        ttl_s=directives.ttl_s,
+        policy=policy,
+    )
 
 
-def _own_entries(team_id: int, deployment: DeploymentInfo, chat: ChatRequest, key: str
-                 ) -> tuple[EntryRef, ...]:  # fmt: skip
+def _own_entries(
+    team_id: int, deployment: DeploymentInfo, chat: ChatRequest, key: str
+) -> tuple[EntryRef, ...]:
     """The exact entry and, for a question, the semantic entry this request's reply goes
     to: a false-hit report removes both, or the wrong reply would answer again."""
     entries = [EntryRef(namespace("exact", team_id), key)]
@@ -103,8 +112,9 @@ def _own_entries(team_id: int, deployment: DeploymentInfo, chat: ChatRequest, ke
     return tuple(entries)
 
 
-async def _slot(policy: CacheSettings, team_id: int, deployment: DeploymentInfo,
-                chat: ChatRequest) -> SemanticSlot | None:  # fmt: skip
+async def _slot(
+    policy: CacheSettings, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+) -> SemanticSlot | None:
     question = semantic.question_of(chat) if policy.semantic_enabled else None
     if question is None:
         return None
@@ -115,8 +125,9 @@ async def _slot(policy: CacheSettings, team_id: int, deployment: DeploymentInfo,
     return SemanticSlot.of(semantic.context_key(team_id, deployment, chat), question, vector)
 
 
-async def keep(plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str,
-               team_id: int) -> None:  # fmt: skip
+async def keep(
+    plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str, team_id: int
+) -> None:
     """Keep a complete generated reply in each cache the plan names."""
     policy = plan.policy
     if policy is None or plan.key is None:
@@ -135,14 +146,21 @@ async def keep(plan: CachePlan, reply: CachedReply, cost_micros: int, request_id
             logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
     if plan.slot is not None:
         budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
-        await semantic.store(plan.slot, reply, budget,
-                             policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s), cost)  # fmt: skip
+        await semantic.store(
+            plan.slot, reply, budget, policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s), cost
+        )
     if plan.store_exact or plan.slot is not None:
         await note_served(request_id, team_id, plan.own)
 
 
-async def settle(plan: CachePlan, request_id: str, team_id: int, result: str,
-                 tokens_saved: int, cost_saved_micros: int) -> None:  # fmt: skip
+async def settle(
+    plan: CachePlan,
+    request_id: str,
+    team_id: int,
+    result: str,
+    tokens_saved: int,
+    cost_saved_micros: int,
+) -> None:
     """After the reply went out, in one round trip: count the outcome for the team; for a
     hit, raise its entry's GDSF value and note which entries answered (for false-hit
     reports). Requests the caches never considered (sampled ones) are not counted."""
@@ -152,8 +170,11 @@ async def settle(plan: CachePlan, request_id: str, team_id: int, result: str,
     stats.queue_count(pipe, team_id, result, tokens_saved, cost_saved_micros)
     if plan.hit is not None:
         eviction.queue_hit(pipe, plan.hit.namespace, plan.hit.key)
-        pipe.set(SERVED_PREFIX + request_id, _served_record(team_id, (plan.hit, *plan.own)),
-                 ex=SERVED_TTL_S)  # fmt: skip
+        pipe.set(
+            SERVED_PREFIX + request_id,
+            _served_record(team_id, (plan.hit, *plan.own)),
+            ex=SERVED_TTL_S,
+        )
     try:
         await pipe.execute()
     except REDIS_FAILURES as exc:
@@ -187,6 +208,7 @@ async def report_false_hit(request_id: str, team_id: int) -> bool:
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
     await stats.count_false_hit(team_id)
-    logger.info("cache: team %s reported %s as a false hit; its entries are removed",
-                team_id, request_id)  # fmt: skip
+    logger.info(
+        "cache: team %s reported %s as a false hit; its entries are removed", team_id, request_id
+    )
     return True

@@ -16,10 +16,17 @@ from gateway.cache.models import CachePolicy
 
 GLOBAL = "global"
 POLICY_FIELDS = [
-    "exact_enabled", "semantic_enabled", "cache_sampled", "exact_ttl_s", "semantic_ttl_s",
-    "max_age_s", "similarity_threshold", "verify_enabled", "max_entry_bytes",
+    "exact_enabled",
+    "semantic_enabled",
+    "cache_sampled",
+    "exact_ttl_s",
+    "semantic_ttl_s",
+    "max_age_s",
+    "similarity_threshold",
+    "verify_enabled",
+    "max_entry_bytes",
     "memory_budget_bytes",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -61,8 +68,9 @@ def settings_from_row(row: CachePolicy) -> CacheSettings:
 
 def _load(ident: str) -> CacheSettings | None:
     rows = CachePolicy.objects.all()
-    row = (rows.filter(team__isnull=True) if ident == GLOBAL
-           else rows.filter(team_id=int(ident))).first()  # fmt: skip
+    row = (
+        rows.filter(team__isnull=True) if ident == GLOBAL else rows.filter(team_id=int(ident))
+    ).first()
     return None if row is None else settings_from_row(row)
 
 
@@ -76,8 +84,11 @@ cache_policies: RecordCache[CacheSettings] = RecordCache("cachepolicy", _load, _
 
 async def policy_for_team(team_id: int) -> CacheSettings:
     """Two process-local lookups on the hot path; Redis only when they have aged out."""
-    return (await cache_policies.get(str(team_id)) or await cache_policies.get(GLOBAL)
-            or default_settings())  # fmt: skip
+    return (
+        await cache_policies.get(str(team_id))
+        or await cache_policies.get(GLOBAL)
+        or default_settings()
+    )
 
 
 def publish(row: CachePolicy | None, team_id: int | None) -> None:

@@ -56,8 +56,9 @@ def question_of(chat: ChatRequest) -> str | None:
         return None
     content = last.get("content")
     if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict)
-                 and p.get("type") == "text"]  # fmt: skip
+        parts = [
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        ]
         if len(parts) != len(content):
             return None  # images or audio: their meaning is not in the text
         content = " ".join(parts)
@@ -65,9 +66,14 @@ def question_of(chat: ChatRequest) -> str | None:
 
 
 def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> str:
-    material = {"team": team_id, "deployment": deployment.name,
-                "revision": deployment.revision, "context": chat.messages[:-1],
-                "max_tokens": chat.max_tokens, "options": chat.options}  # fmt: skip
+    material = {
+        "team": team_id,
+        "deployment": deployment.name,
+        "revision": deployment.revision,
+        "context": chat.messages[:-1],
+        "max_tokens": chat.max_tokens,
+        "options": chat.options,
+    }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -102,15 +108,16 @@ class SemanticMatch:
     question: str
 
 
-async def lookup(slot: SemanticSlot, threshold: float, verify_enabled: bool,
-                 team_id: int | None = None) -> SemanticMatch | None:  # fmt: skip
+async def lookup(
+    slot: SemanticSlot, threshold: float, verify_enabled: bool, team_id: int | None = None
+) -> SemanticMatch | None:
     """The first candidate at or above the threshold that verification accepts. With a
     team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact."""
     client = async_cache_redis()
     try:
         found = await client.execute_command(  # type: ignore[no-untyped-call]
-            "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES,
-            "WITHSCORES")  # fmt: skip
+            "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES, "WITHSCORES"
+        )
         scored = _scored(found)
         candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
         stored = await client.mget([ENTRY_PREFIX + e for e, _ in candidates]) if candidates else []
@@ -128,12 +135,17 @@ async def lookup(slot: SemanticSlot, threshold: float, verify_enabled: bool,
             if not verdict.accepted:
                 instruments.semantic_rejections.labels(verdict.reason).inc()
                 continue
-        match = SemanticMatch(CachedReply(**entry["reply"]), ENTRY_PREFIX + element,
-                              similarity, entry["question"])  # fmt: skip
+        match = SemanticMatch(
+            CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
+        )
         break
     if team_id is not None:
-        lookup_log.record(team_id, lookup_log.LookupSample(
-            tuple(cosine for _, cosine in scored), tuple(verdicts), threshold, verify_enabled))
+        lookup_log.record(
+            team_id,
+            lookup_log.LookupSample(
+                tuple(cosine for _, cosine in scored), tuple(verdicts), threshold, verify_enabled
+            ),
+        )
     return match
 
 
@@ -148,17 +160,27 @@ def _scored(found: Any) -> list[tuple[str, float]]:
     return sorted(((str(e), 2 * float(score) - 1) for e, score in scored), key=lambda p: -p[1])
 
 
-async def store(slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int,
-                cost: int) -> None:  # fmt: skip
+async def store(
+    slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int, cost: int
+) -> None:
     """Add the question to its context's set, then admit its entry (which owns the element
     from then on). The set itself expires with the longest-lived entry it could hold."""
     client = async_cache_redis()
     value = json.dumps({"question": slot.question, "reply": asdict(reply)})
     try:
         await client.execute_command(  # type: ignore[no-untyped-call]
-            "VADD", slot.set_key, "FP32", slot.vector.tobytes(), slot.element, "NOQUANT")
-        admission = await eviction.admit(client, budget, slot.entry_key, value, ttl_s, cost,
-                                         vector_set=slot.set_key, element=slot.element)  # fmt: skip
+            "VADD", slot.set_key, "FP32", slot.vector.tobytes(), slot.element, "NOQUANT"
+        )
+        admission = await eviction.admit(
+            client,
+            budget,
+            slot.entry_key,
+            value,
+            ttl_s,
+            cost,
+            vector_set=slot.set_key,
+            element=slot.element,
+        )
         # A set with no entries left must not linger: it lives as long as its newest entry.
         pipe = client.pipeline(transaction=False)
         pipe.expire(slot.set_key, ttl_s, gt=True)
@@ -168,5 +190,8 @@ async def store(slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget,
         logger.warning("semantic cache: entry not stored, cache Redis failed: %s", exc)
         return
     if not admission.admitted:
-        logger.info("semantic cache: entry of %d bytes exceeds the budget of %s", len(value),
-                    budget.namespace)  # fmt: skip
+        logger.info(
+            "semantic cache: entry of %d bytes exceeds the budget of %s",
+            len(value),
+            budget.namespace,
+        )

@@ -16,8 +16,9 @@ PREFIX = "sluice:cache:stats:"
 OUTCOMES = ["hit-exact", "hit-semantic", "coalesced", "miss", "bypass"]
 
 
-def queue_count(pipe: Pipeline, team_id: int, result: str, tokens_saved: int,
-                cost_saved_micros: int) -> None:  # fmt: skip
+def queue_count(
+    pipe: Pipeline, team_id: int, result: str, tokens_saved: int, cost_saved_micros: int
+) -> None:
     """Count one request's outcome as commands of the caller's pipeline."""
     key = PREFIX + str(team_id)
     pipe.hincrby(key, result, 1)
@@ -36,8 +37,10 @@ async def count_false_hit(team_id: int) -> None:
 def read(team_id: int) -> dict[str, int | float]:
     """Totals since the counters began; raises a Redis error if the cache is unreachable."""
     raw = sync_cache_redis().hgetall(PREFIX + str(team_id))
-    totals = {name: int(raw.get(name, 0)) for name in
-              [*OUTCOMES, "tokens_saved", "cost_saved_micros", "false_hits"]}  # fmt: skip
+    totals = {
+        name: int(raw.get(name, 0))
+        for name in [*OUTCOMES, "tokens_saved", "cost_saved_micros", "false_hits"]
+    }
     hits = totals["hit-exact"] + totals["hit-semantic"] + totals["coalesced"]
     answered = hits + totals["miss"]
     hit_rate = round(hits / answered, 4) if answered else 0.0

@@ -39,22 +39,61 @@ class Verdict:
 
 
 _OK = Verdict(True, "ok")
-_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
-                "september", "october", "november", "december"]
-_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)} | {
-    m[:3]: i for i, m in enumerate(_MONTH_NAMES, 1)} | {"sept": 9}
+_MONTH_NAMES = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTHS = (
+    {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
+    | {m[:3]: i for i, m in enumerate(_MONTH_NAMES, 1)}
+    | {"sept": 9}
+)
 # Also ordinary words, so months only when capitalised ("May" not first: "May I...").
 _CAPITALISED_MONTHS = frozenset({"may", "march", "sept"} | {m[:3] for m in _MONTH_NAMES})
 _WEEKDAYS = [d + "day" for d in ("mon", "tues", "wednes", "thurs", "fri", "satur", "sun")]
-_DATE_WORDS = {w: w for w in ["today", "tonight", "tomorrow", "yesterday", "weekend", "morning",
-                              "afternoon", "evening", "night", "spring", "summer", "autumn",
-                              "winter", *_WEEKDAYS]} | {
-    w + "s": w for w in [*_WEEKDAYS, "weekend", "morning", "evening"]} | {
-    s + "time": s for s in ("spring", "summer", "winter")} | {
-    "noon": "12:00", "midnight": "0:00"}
+_DATE_WORDS = (
+    {
+        w: w
+        for w in [
+            "today",
+            "tonight",
+            "tomorrow",
+            "yesterday",
+            "weekend",
+            "morning",
+            "afternoon",
+            "evening",
+            "night",
+            "spring",
+            "summer",
+            "autumn",
+            "winter",
+            *_WEEKDAYS,
+        ]
+    }
+    | {w + "s": w for w in [*_WEEKDAYS, "weekend", "morning", "evening"]}
+    | {s + "time": s for s in ("spring", "summer", "winter")}
+    | {"noon": "12:00", "midnight": "0:00"}
+)
 _SPANS = {"week", "weeks", "month", "months", "year", "years", "quarter"}  # after next/last
-_RELATIVE = {"next": "next", "coming": "next", "last": "last", "past": "last",
-             "previous": "last", "this": ""}  # "this week" is "the week"
+_RELATIVE = {
+    "next": "next",
+    "coming": "next",
+    "last": "last",
+    "past": "last",
+    "previous": "last",
+    "this": "",
+}  # "this week" is "the week"
 # Times and digit dates; "June 3" and "3rd of June" are joined at token level.
 _CLOCK = re.compile(
     r"\b(?=[\dQq])(?:(?P<h>\d{1,2})(?::(?P<mi>\d\d))?\s*(?P<ap>[aApP])\.?[mM]\b\.?"
@@ -64,60 +103,244 @@ _CLOCK = re.compile(
     r"|[Qq](?P<q>[1-4])\b)"
 )
 # ordinal | number | word | sentence end (a capital after it is no sign of a name)
-_TOKEN = re.compile(r"(\d+)(?:st|nd|rd|th)\b|(\d+(?:,\d{3})*(?:\.\d+)?)"
-                    r"|([^\W\d_]+(?:'[^\W\d_]+)*)|([.!?:;\n])")
-_NEGATORS = {"not", "no", "never", "none", "nobody", "nothing", "nowhere", "neither", "nor",
-             "without", "cannot", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent",
-             "cant", "couldnt", "wouldnt", "shouldnt", "wont", "hasnt", "havent", "hadnt", "aint",
-             "mustnt", "neednt"}  # and any word ending in n't
+_TOKEN = re.compile(
+    r"(\d+)(?:st|nd|rd|th)\b|(\d+(?:,\d{3})*(?:\.\d+)?)"
+    r"|([^\W\d_]+(?:'[^\W\d_]+)*)|([.!?:;\n])"
+)
+_NEGATORS = {
+    "not",
+    "no",
+    "never",
+    "none",
+    "nobody",
+    "nothing",
+    "nowhere",
+    "neither",
+    "nor",
+    "without",
+    "cannot",
+    "dont",
+    "doesnt",
+    "didnt",
+    "isnt",
+    "arent",
+    "wasnt",
+    "werent",
+    "cant",
+    "couldnt",
+    "wouldnt",
+    "shouldnt",
+    "wont",
+    "hasnt",
+    "havent",
+    "hadnt",
+    "aint",
+    "mustnt",
+    "neednt",
+}  # and any word ending in n't
 _NOT_NAMES = _NEGATORS | {"i", "i'm", "i'll", "i've", "i'd", "ok"}  # "I do NOT want"
-_CARDINAL = {w: float(i) for i, w in enumerate([
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-    "nineteen"])} | {w: float(i * 10) for i, w in enumerate(
-        ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 2)}
+_CARDINAL = {
+    w: float(i)
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+} | {
+    w: float(i * 10)
+    for i, w in enumerate(
+        ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 2
+    )
+}
 _TIMES = {"hundred": 100.0, "dozen": 12.0}  # multiply what came before: "two dozen" = 24
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _NUMBER_WORDS = _CARDINAL.keys() | _TIMES.keys() | _SCALE.keys()
-_ALONE = {"half": "=0.5", "quarter": "=0.25", "quarters": "=0.25", "twice": "=2",
-          "double": "=2", "triple": "=3", "thrice": "=3", "single": "=1"} | {
-    w: f"#{i}" for i, w in enumerate(["first", "second", "third", "fourth", "fifth", "sixth",
-                                      "seventh", "eighth", "ninth", "tenth"], 1)}
+_ALONE = {
+    "half": "=0.5",
+    "quarter": "=0.25",
+    "quarters": "=0.25",
+    "twice": "=2",
+    "double": "=2",
+    "triple": "=3",
+    "thrice": "=3",
+    "single": "=1",
+} | {
+    w: f"#{i}"
+    for i, w in enumerate(
+        [
+            "first",
+            "second",
+            "third",
+            "fourth",
+            "fifth",
+            "sixth",
+            "seventh",
+            "eighth",
+            "ninth",
+            "tenth",
+        ],
+        1,
+    )
+}
 # Units change the answer (20 kg vs 20 lb). These count anywhere; _AFTER_NUMBER words are
 # too common for that and count only right after a number ("5 points", "two sentences").
-_UNIT = {w: canon for canon, words in {
-    "kg": "kg kgs kilo kilos kilogram kilograms", "g": "gram grams", "lb": "lb lbs pound pounds",
-    "oz": "oz ounce ounces", "l": "liter liters litre litres", "cup": "cup cups",
-    "ml": "ml milliliter milliliters millilitre millilitres", "pint": "pint pints",
-    "tbsp": "tbsp tablespoon tablespoons", "tsp": "tsp teaspoon teaspoons", "gb": "gb gigabyte",
-    "gallon": "gallon gallons", "km": "km kilometer kilometers kilometre kilometres",
-    "mile": "mile miles", "m": "meter meters metre metres", "cm": "cm centimeter centimeters",
-    "ft": "ft feet", "inch": "inch inches", "px": "px pixel pixels", "mb": "mb megabyte",
-    "kcal": "kcal calorie calories"}.items() for w in words.split()}
-_AFTER_NUMBER = {w + s: w for w in ["point", "pt", "sentence", "paragraph", "page", "word",
-                                     "minute", "hour", "day", "week", "month", "year"]
-                 for s in ("", "s")}
+_UNIT = {
+    w: canon
+    for canon, words in {
+        "kg": "kg kgs kilo kilos kilogram kilograms",
+        "g": "gram grams",
+        "lb": "lb lbs pound pounds",
+        "oz": "oz ounce ounces",
+        "l": "liter liters litre litres",
+        "cup": "cup cups",
+        "ml": "ml milliliter milliliters millilitre millilitres",
+        "pint": "pint pints",
+        "tbsp": "tbsp tablespoon tablespoons",
+        "tsp": "tsp teaspoon teaspoons",
+        "gb": "gb gigabyte",
+        "gallon": "gallon gallons",
+        "km": "km kilometer kilometers kilometre kilometres",
+        "mile": "mile miles",
+        "m": "meter meters metre metres",
+        "cm": "cm centimeter centimeters",
+        "ft": "ft feet",
+        "inch": "inch inches",
+        "px": "px pixel pixels",
+        "mb": "mb megabyte",
+        "kcal": "kcal calorie calories",
+    }.items()
+    for w in words.split()
+}
+_AFTER_NUMBER = {
+    w + s: w
+    for w in [
+        "point",
+        "pt",
+        "sentence",
+        "paragraph",
+        "page",
+        "word",
+        "minute",
+        "hour",
+        "day",
+        "week",
+        "month",
+        "year",
+    ]
+    for s in ("", "s")
+}
 _ANTONYMS = (  # base forms; _inflect adds -s, -ed, -ing, -er, -est
-    "increase/decrease reduce", "raise/lower", "more/less fewer", "most/least", "max maximum "
-    "maximise maximize/min minimum minimise minimize", "buy bought purchase/sell sold",
-    "enable/disable", "add append insert/remove delete", "create/delete destroy", "start "
-    "begin/stop end finish", "open/close shut", "include/exclude", "before/after", "above/"
-    "below", "up/down", "on/off", "import/export", "upload/download", "upgrade/downgrade",
-    "ascending asc/descending desc", "old/new", "early/late", "fast quick/slow", "cheap "
-    "inexpensive/expensive", "gain win/lose lost", "encrypt/decrypt", "encode/decode",
-    "compress/decompress", "accept approve/decline reject refuse", "allow permit/deny block "
-    "forbid", "pass succeed success/fail failure", "true/false", "positive/negative",
-    "high/low", "big large/small little", "long tall/short", "hot warm/cold", "light/dark",
-    "good/bad", "better/worse", "best/worst", "easy/hard difficult", "love/hate", "show/hide",
-    "push/pull", "send/receive", "deposit/withdraw", "credit/debit", "profit/loss",
-    "public/private", "internal/external", "sync synchronous/async asynchronous",
-    "connect/disconnect", "valid/invalid", "correct/incorrect", "possible/impossible",
-    "male men/female women", "north/south", "east/west", "remember/forget", "add plus/"
-    "subtract minus", "hire/fire", "input/output")
-_DIRECTION = {"from": "from", "to": "to", "into": "to", "onto": "to", "towards": "to",
-              "toward": "to", "than": "than", "by": "by", "over": "over"}
-_FILLER = {"the", "a", "an", "my", "your", "his", "her", "its", "our", "their", "this", "that",
-           "these", "those", "some"}
+    "increase/decrease reduce",
+    "raise/lower",
+    "more/less fewer",
+    "most/least",
+    "max maximum maximise maximize/min minimum minimise minimize",
+    "buy bought purchase/sell sold",
+    "enable/disable",
+    "add append insert/remove delete",
+    "create/delete destroy",
+    "start begin/stop end finish",
+    "open/close shut",
+    "include/exclude",
+    "before/after",
+    "above/below",
+    "up/down",
+    "on/off",
+    "import/export",
+    "upload/download",
+    "upgrade/downgrade",
+    "ascending asc/descending desc",
+    "old/new",
+    "early/late",
+    "fast quick/slow",
+    "cheap inexpensive/expensive",
+    "gain win/lose lost",
+    "encrypt/decrypt",
+    "encode/decode",
+    "compress/decompress",
+    "accept approve/decline reject refuse",
+    "allow permit/deny block forbid",
+    "pass succeed success/fail failure",
+    "true/false",
+    "positive/negative",
+    "high/low",
+    "big large/small little",
+    "long tall/short",
+    "hot warm/cold",
+    "light/dark",
+    "good/bad",
+    "better/worse",
+    "best/worst",
+    "easy/hard difficult",
+    "love/hate",
+    "show/hide",
+    "push/pull",
+    "send/receive",
+    "deposit/withdraw",
+    "credit/debit",
+    "profit/loss",
+    "public/private",
+    "internal/external",
+    "sync synchronous/async asynchronous",
+    "connect/disconnect",
+    "valid/invalid",
+    "correct/incorrect",
+    "possible/impossible",
+    "male men/female women",
+    "north/south",
+    "east/west",
+    "remember/forget",
+    "add plus/subtract minus",
+    "hire/fire",
+    "input/output",
+)
+_DIRECTION = {
+    "from": "from",
+    "to": "to",
+    "into": "to",
+    "onto": "to",
+    "towards": "to",
+    "toward": "to",
+    "than": "than",
+    "by": "by",
+    "over": "over",
+}
+_FILLER = {
+    "the",
+    "a",
+    "an",
+    "my",
+    "your",
+    "his",
+    "her",
+    "its",
+    "our",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "some",
+}
 _SYMMETRIC = {"and", "or", "vs", "versus", "v", "nor", "between", "plus", "times"}
 
 
@@ -174,8 +397,11 @@ def _analyze(text: str) -> _Features:
     words, caps = _scan(_CLOCK.sub(blank, text), dates)
     seq = _collapse_numbers(words)
     units = {_UNIT[w] for w in seq if w in _UNIT}
-    units |= {_AFTER_NUMBER[w] for prev, w in itertools.pairwise(seq)
-              if w in _AFTER_NUMBER and prev[0] in "=#"}
+    units |= {
+        _AFTER_NUMBER[w]
+        for prev, w in itertools.pairwise(seq)
+        if w in _AFTER_NUMBER and prev[0] in "=#"
+    }
     negations = sum(1 for w in seq if w in _NEGATORS or w.endswith("n't"))
     return _Features(seq, caps, dates, negations, units)
 
@@ -218,8 +444,9 @@ def _take_date(raw: str, low: str, start: bool, words: list[str]) -> str | None:
     """The date `low` names, or None; words before it that belong to it ("next", "3rd of")
     are taken off `words`."""
     date = _DATE_WORDS.get(low)
-    if low in _MONTHS and (low not in _CAPITALISED_MONTHS
-                           or (raw[0].isupper() and not (start and low == "may"))):
+    if low in _MONTHS and (
+        low not in _CAPITALISED_MONTHS or (raw[0].isupper() and not (start and low == "may"))
+    ):
         date = f"m{_MONTHS[low]}"
     relative = words[-1] if words and words[-1] in _RELATIVE else None
     if date is None and relative is not None and low in _SPANS:
@@ -248,8 +475,12 @@ def _number_word(words: list[str], j: int, first: bool) -> bool:
         prev = words[j - 2]
     if w not in _CARDINAL:
         return first and w[0].isdigit()
-    return first or prev in _TIMES or prev in _SCALE or (
-        _CARDINAL.get(prev, 0) >= 20 and _CARDINAL[w] < 10)
+    return (
+        first
+        or prev in _TIMES
+        or prev in _SCALE
+        or (_CARDINAL.get(prev, 0) >= 20 and _CARDINAL[w] < 10)
+    )
 
 
 def _collapse_numbers(words: list[str]) -> list[str]:
@@ -290,7 +521,7 @@ def _opposed(q: set[str], c: set[str]) -> bool:
     for x, y in ((q, c), (c, q)):  # lock/unlock, like/dislike: a prefix on one side only
         for w in x - y:
             for prefix in ("un", "dis"):
-                stem = w[len(prefix):]
+                stem = w[len(prefix) :]
                 if w.startswith(prefix) and len(stem) >= 4 and stem in y and stem not in x:
                     return True
     return False
@@ -302,7 +533,7 @@ def _bindings(seq: list[str]) -> dict[str, set[str]]:
     bound: dict[str, set[str]] = {}
     for i, w in enumerate(seq):
         if w in _DIRECTION:
-            head = next((h for h in seq[i + 1:i + 4] if h not in _FILLER), None)
+            head = next((h for h in seq[i + 1 : i + 4] if h not in _FILLER), None)
             if head is not None:
                 bound.setdefault(head, set()).add(_DIRECTION[w])
     return bound
@@ -315,7 +546,7 @@ def _reversed(q: list[str], c: list[str], x: str, y: str) -> bool:
 def _symmetric(seq: list[str], x: str, y: str, anchors: set[str]) -> bool:
     """x and y joined by "and", "vs", "between"...: their order carries no role."""
     lo, hi = sorted((seq.index(x), seq.index(y)))
-    return all(w in _SYMMETRIC for w in seq[lo + 1:hi] if w not in anchors and w not in _FILLER)
+    return all(w in _SYMMETRIC for w in seq[lo + 1 : hi] if w not in anchors and w not in _FILLER)
 
 
 def _swapped(q: list[str], c: list[str], anchors: set[str]) -> bool:
@@ -329,9 +560,13 @@ def _swapped(q: list[str], c: list[str], anchors: set[str]) -> bool:
             return True
     # names and numbers in the opposite order and not joined symmetrically: "Alice owes Bob"
     shared = sorted(a for a in anchors if a in q and a in c)
-    return any(_reversed(q, c, x, y) and not _symmetric(q, x, y, anchors)
-               and not _symmetric(c, x, y, anchors)
-               for i, x in enumerate(shared) for y in shared[i + 1:])
+    return any(
+        _reversed(q, c, x, y)
+        and not _symmetric(q, x, y, anchors)
+        and not _symmetric(c, x, y, anchors)
+        for i, x in enumerate(shared)
+        for y in shared[i + 1 :]
+    )
 
 
 def verify(query: str, candidate: str) -> Verdict:
@@ -343,8 +578,9 @@ def verify(query: str, candidate: str) -> Verdict:
     numbers = {w for w in q.seq if w[0] in "=#"}
     # units only when both name some: a unit on one side is often the answer's ("how many
     # liters of water a day" asks what "how much water a day" does)
-    if numbers != {w for w in c.seq if w[0] in "=#"} or (q.units and c.units and
-                                                         q.units != c.units):
+    if numbers != {w for w in c.seq if w[0] in "=#"} or (
+        q.units and c.units and q.units != c.units
+    ):
         return Verdict(False, "numbers")
     if q.dates != c.dates:
         return Verdict(False, "dates")

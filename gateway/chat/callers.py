@@ -8,8 +8,7 @@ from gateway.api.admission import Caller
 
 
 def _first_team_id(user_id: int) -> int | None:
-    membership = (Membership.objects.filter(user_id=user_id)
-                  .order_by("role", "team__name").first())  # fmt: skip
+    membership = Membership.objects.filter(user_id=user_id).order_by("role", "team__name").first()
     return None if membership is None else membership.team_id
 
 

@@ -70,8 +70,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _start(self, content: dict[str, Any]) -> None:
         if self.caller is None:
-            await self._error(401, "Log in, or send {type: auth, api_key} first.",
-                              "unauthenticated")  # fmt: skip
+            await self._error(
+                401, "Log in, or send {type: auth, api_key} first.", "unauthenticated"
+            )
         elif self.generation is not None and not self.generation.done():
             await self._error(409, "A reply is still streaming; send {type: stop} first.", "busy")
         else:
@@ -102,18 +103,28 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.send_json({"type": "error", "id": request_id, **error.body()})
             return
         except UpstreamError as exc:
-            await self.send_json({"type": "error", "id": request_id,
-                                  **upstream_api_error(exc).body()})  # fmt: skip
+            await self.send_json(
+                {"type": "error", "id": request_id, **upstream_api_error(exc).body()}
+            )
             return
         except asyncio.CancelledError:
             event = "stopped"
         finally:
             await asyncio.shield(chunks.aclose())  # settles the reservation, bills what was made
         prompt, completion = run.used_tokens()
-        await self.send_json({"type": event, "id": request_id, "model": deployment.name,
-                              "cache": run.cache_result,
-                              "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                        "total_tokens": prompt + completion}})  # fmt: skip
+        await self.send_json(
+            {
+                "type": event,
+                "id": request_id,
+                "model": deployment.name,
+                "cache": run.cache_result,
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
         await self._send_quota(caller)
 
     async def _send_quota(self, caller: Caller) -> None:

@@ -19,11 +19,22 @@ from inference.models import ModelDeployment
 from scaling.models import AutoscalePolicy
 
 AUTOSCALE_FIELDS = [
-    "enabled", "mode", "min_replicas", "max_replicas", "warm_pool", "target_utilisation",
-    "scale_up_utilisation", "scale_up_queue", "ttft_p99_target_s", "scale_up_window_s",
-    "scale_down_utilisation", "scale_down_window_s", "scale_up_cooldown_s",
-    "scale_down_cooldown_s", "startup_time_s",
-]  # fmt: skip
+    "enabled",
+    "mode",
+    "min_replicas",
+    "max_replicas",
+    "warm_pool",
+    "target_utilisation",
+    "scale_up_utilisation",
+    "scale_up_queue",
+    "ttft_p99_target_s",
+    "scale_up_window_s",
+    "scale_down_utilisation",
+    "scale_down_window_s",
+    "scale_up_cooldown_s",
+    "scale_down_cooldown_s",
+    "startup_time_s",
+]
 
 
 class NothingChanged(Exception):
@@ -48,17 +59,21 @@ def _diff(old: dict[str, Any], changes: dict[str, Any]) -> tuple[dict[str, Any],
 
 
 @transaction.atomic
-def change_cache_policy(user: User | None, team: Team | None,
-                        changes: dict[str, Any], reverts: TuningChange | None = None
-                        ) -> TuningChange:  # fmt: skip
+def change_cache_policy(
+    user: User | None,
+    team: Team | None,
+    changes: dict[str, Any],
+    reverts: TuningChange | None = None,
+) -> TuningChange:
     """Raises ValidationError (nothing saved) or NothingChanged."""
     in_force = current_cache_values(team)
     old, new = _diff(in_force, changes)
     own_row = CachePolicy.objects.filter(team=team).exists()
     # A scope's first row starts as a copy of what was in force, not of the model defaults.
     update_cache_policy(team, **(new if own_row else {**in_force, **new}))
-    return TuningChange.objects.create(user=user, target=TuningChange.Target.CACHE, team=team,
-                                       old=old, new=new, reverts=reverts)  # fmt: skip
+    return TuningChange.objects.create(
+        user=user, target=TuningChange.Target.CACHE, team=team, old=old, new=new, reverts=reverts
+    )
 
 
 def autoscale_values(row: AutoscalePolicy) -> dict[str, Any]:
@@ -66,9 +81,12 @@ def autoscale_values(row: AutoscalePolicy) -> dict[str, Any]:
 
 
 @transaction.atomic
-def change_autoscale_policy(user: User | None, deployment: ModelDeployment,
-                            changes: dict[str, Any], reverts: TuningChange | None = None
-                            ) -> TuningChange:  # fmt: skip
+def change_autoscale_policy(
+    user: User | None,
+    deployment: ModelDeployment,
+    changes: dict[str, Any],
+    reverts: TuningChange | None = None,
+) -> TuningChange:
     unknown = set(changes) - set(AUTOSCALE_FIELDS)
     if unknown:
         raise ValueError(f"unknown autoscale policy fields: {sorted(unknown)}")
@@ -78,9 +96,14 @@ def change_autoscale_policy(user: User | None, deployment: ModelDeployment,
         setattr(row, name, value)
     row.full_clean()
     row.save()
-    return TuningChange.objects.create(user=user, target=TuningChange.Target.AUTOSCALE,
-                                       deployment=deployment, old=old, new=new,
-                                       reverts=reverts)  # fmt: skip
+    return TuningChange.objects.create(
+        user=user,
+        target=TuningChange.Target.AUTOSCALE,
+        deployment=deployment,
+        old=old,
+        new=new,
+        reverts=reverts,
+    )
 
 
 def revert(user: User | None, change: TuningChange) -> TuningChange:

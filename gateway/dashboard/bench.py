@@ -33,9 +33,21 @@ from inference.models import ModelDeployment
 from scaling.models import ScalingDecision
 
 PREFIX = "bench-"
-COLUMNS = ["request_id", "team_id", "api_key_id", "model", "prompt_tokens", "completion_tokens",
-           "cache_result", "ttft_ms", "latency_ms", "worker", "status", "cost_micros",
-           "created_at"]  # fmt: skip
+COLUMNS = [
+    "request_id",
+    "team_id",
+    "api_key_id",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+    "cache_result",
+    "ttft_ms",
+    "latency_ms",
+    "worker",
+    "status",
+    "cost_micros",
+    "created_at",
+]
 PAGES = ["", "costs/", "teams/", "fleet/", "tuning/"]
 OUTCOMES = ["miss"] * 6 + ["hit-exact", "hit-exact", "hit-semantic", "coalesced"]
 
@@ -52,8 +64,9 @@ def make_world(teams: int, models: int) -> tuple[list[int], list[str]]:
     return team_ids, names
 
 
-def usage_rows(count: int, team_ids: list[int], models: list[str], keys: int, days: int,
-               now: datetime) -> Iterator[tuple[Any, ...]]:  # fmt: skip
+def usage_rows(
+    count: int, team_ids: list[int], models: list[str], keys: int, days: int, now: datetime
+) -> Iterator[tuple[Any, ...]]:
     """Keys belong to teams (keys // teams each), as real keys do."""
     rng = random.Random(7)
     span = days * 86400
@@ -64,17 +77,29 @@ def usage_rows(count: int, team_ids: list[int], models: list[str], keys: int, da
         prompt, completion = (rng.randint(20, 800), rng.randint(5, 400)) if generated else (0, 0)
         latency = int(rng.lognormvariate(6.5, 0.7)) if generated else rng.randint(2, 30)
         team = rng.randrange(len(team_ids))
-        yield (f"{PREFIX}{n}", team_ids[team], f"b{team:03d}{rng.randrange(per_team):04d}",
-               rng.choice(models), prompt, completion, outcome, min(latency, rng.randint(20, 900)),
-               latency, "http://bench-worker", "failed" if rng.random() < 0.01 else "ok",
-               (prompt + 2 * completion) * 2,
-               now - timedelta(seconds=rng.random() * span))  # fmt: skip
+        yield (
+            f"{PREFIX}{n}",
+            team_ids[team],
+            f"b{team:03d}{rng.randrange(per_team):04d}",
+            rng.choice(models),
+            prompt,
+            completion,
+            outcome,
+            min(latency, rng.randint(20, 900)),
+            latency,
+            "http://bench-worker",
+            "failed" if rng.random() < 0.01 else "ok",
+            (prompt + 2 * completion) * 2,
+            now - timedelta(seconds=rng.random() * span),
+        )
 
 
 def insert_usage(rows: Iterator[tuple[Any, ...]]) -> None:
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor, cursor.cursor.copy(
-                f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN") as copy:  # fmt: skip
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
         return
@@ -97,13 +122,30 @@ def insert_fleet(models: list[str], days: int, now: datetime) -> int:
         at = start + timedelta(minutes=minute)
         ready = 2 + (minute // 60) % 5
         for d in deployments:
-            samples.append(FleetSample(bucket=at, deployment=d, ready=ready, warm=1,
-                                       draining=minute % 3 == 0, running=ready * 20.0,
-                                       waiting=float(minute % 17), kv_usage=0.4))  # fmt: skip
+            samples.append(
+                FleetSample(
+                    bucket=at,
+                    deployment=d,
+                    ready=ready,
+                    warm=1,
+                    draining=minute % 3 == 0,
+                    running=ready * 20.0,
+                    waiting=float(minute % 17),
+                    kv_usage=0.4,
+                )
+            )
             if minute % 10 == 0:
-                decisions.append(ScalingDecision(
-                    deployment=d, at=at, action="hold", rule="in-band", from_replicas=ready,
-                    to_replicas=ready, reason="utilisation 0.55 inside the band"))  # fmt: skip
+                decisions.append(
+                    ScalingDecision(
+                        deployment=d,
+                        at=at,
+                        action="hold",
+                        rule="in-band",
+                        from_replicas=ready,
+                        to_replicas=ready,
+                        reason="utilisation 0.55 inside the band",
+                    )
+                )
     FleetSample.objects.bulk_create(samples, batch_size=10_000)
     ScalingDecision.objects.bulk_create(decisions, batch_size=10_000)
     return len(samples)
@@ -124,8 +166,9 @@ def time_pages(repeat: int) -> list[tuple[str, str, float, float]]:
                 timings.append((time.perf_counter() - started) * 1000)
                 if response.status_code != 200:
                     raise RuntimeError(f"{url} answered {response.status_code}")
-            results.append((f"/dashboard/{page}", period, statistics.median(timings[1:]),
-                            max(timings[1:])))  # fmt: skip
+            results.append(
+                (f"/dashboard/{page}", period, statistics.median(timings[1:]), max(timings[1:]))
+            )
     return results
 
 

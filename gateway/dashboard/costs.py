@@ -77,17 +77,20 @@ class CostSplit:
 
 def deployment_costs(p: Period) -> dict[str, DeploymentCost]:
     table: Any = FleetSample if p.by_minute else FleetHour  # state columns: worker-minutes
-    rows = (table.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
-            .values("deployment__name", "deployment__gpu_cost_per_hour")
-            .annotate(minutes=Sum(F("starting") + F("warm") + F("ready") + F("draining")))
-            .order_by())  # fmt: skip
+    rows = (
+        table.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
+        .values("deployment__name", "deployment__gpu_cost_per_hour")
+        .annotate(minutes=Sum(F("starting") + F("warm") + F("ready") + F("draining")))
+        .order_by()
+    )
     costs = {}
     for row in rows:
         minutes = row["minutes"] or 0
         price: Decimal = row["deployment__gpu_cost_per_hour"]
         micros = int((Decimal(minutes) * price * MICROS / 60).to_integral_value())
-        costs[row["deployment__name"]] = DeploymentCost(row["deployment__name"], minutes / 60,
-                                                        micros)  # fmt: skip
+        costs[row["deployment__name"]] = DeploymentCost(
+            row["deployment__name"], minutes / 60, micros
+        )
     return costs
 
 
@@ -104,34 +107,48 @@ def _allocate(total: int, weights: list[int]) -> list[int]:
 def cost_split(p: Period) -> CostSplit:
     deployments = deployment_costs(p)
     lines: dict[tuple[int, str], CostLine] = {}
-    rows = (rollups(p).values("team_id", "team__name", "model")
-            .annotate(requests=Sum("requests"), billed=Sum("cost_micros"),
-                      tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
-                      **{kind: Sum(f) for kind, f in HIT_KINDS.items()})
-            .order_by("team__name", "model"))  # fmt: skip
+    rows = (
+        rollups(p)
+        .values("team_id", "team__name", "model")
+        .annotate(
+            requests=Sum("requests"),
+            billed=Sum("cost_micros"),
+            tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+            **{kind: Sum(f) for kind, f in HIT_KINDS.items()},
+        )
+        .order_by("team__name", "model")
+    )
     for row in rows:
         lines[(row["team_id"], row["model"])] = CostLine(
-            row["team_id"], row["team__name"], row["model"], row["requests"] or 0,
-            row["tokens"] or 0, row["billed"] or 0,
-            hits={kind: row[kind] or 0 for kind in HIT_KINDS})  # fmt: skip
+            row["team_id"],
+            row["team__name"],
+            row["model"],
+            row["requests"] or 0,
+            row["tokens"] or 0,
+            row["billed"] or 0,
+            hits={kind: row[kind] or 0 for kind in HIT_KINDS},
+        )
     unallocated = 0
     for model, cost in deployments.items():
         users = [line for line in lines.values() if line.model == model and line.tokens > 0]
         if not users:
             unallocated += cost.cost_micros
             continue
-        for line, share in zip(users, _allocate(cost.cost_micros, [u.tokens for u in users]),
-                               strict=True):  # fmt: skip
+        for line, share in zip(
+            users, _allocate(cost.cost_micros, [u.tokens for u in users]), strict=True
+        ):
             line.gpu_cost_micros = share
     return CostSplit(deployments, list(lines.values()), unallocated)
 
 
 def cache_savings(split: CostSplit) -> dict[str, dict[str, float]]:
     """Per cache kind: requests answered, tokens, money (micros) and GPU-hours saved."""
-    saved: dict[str, dict[str, float]] = {kind: {"hits": 0, "tokens": 0.0, "micros": 0.0,
-                                                 "gpu_hours": 0.0} for kind in HIT_KINDS}
-    per_model: dict[str, dict[str, Any]] = defaultdict(lambda: {"tokens": 0, "generated": 0,
-                                                                "hits": defaultdict(int)})
+    saved: dict[str, dict[str, float]] = {
+        kind: {"hits": 0, "tokens": 0.0, "micros": 0.0, "gpu_hours": 0.0} for kind in HIT_KINDS
+    }
+    per_model: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"tokens": 0, "generated": 0, "hits": defaultdict(int)}
+    )
     for line in split.lines:
         entry = per_model[line.model]
         entry["tokens"] += line.tokens
@@ -178,6 +195,12 @@ def monthly_bills(p: Period, split: CostSplit) -> list[Bill]:
     bills = []
     for team in Team.objects.all():
         budget = budgets.get(team.pk)
-        bills.append(Bill(team.name, billed[team.pk], gpu.get(team.name, 0),
-                          None if budget is None else int(budget * MICROS)))  # fmt: skip
+        bills.append(
+            Bill(
+                team.name,
+                billed[team.pk],
+                gpu.get(team.name, 0),
+                None if budget is None else int(budget * MICROS),
+            )
+        )
     return bills

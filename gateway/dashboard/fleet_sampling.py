@@ -33,8 +33,9 @@ def read_snapshot() -> list[dict[str, Any]]:
 
 
 def _load_by_deployment(snapshot: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    load: dict[str, dict[str, float]] = defaultdict(lambda: {"running": 0.0, "waiting": 0.0,
-                                                             "kv": 0.0, "n": 0.0})  # fmt: skip
+    load: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"running": 0.0, "waiting": 0.0, "kv": 0.0, "n": 0.0}
+    )
     for worker in snapshot:
         entry = load[worker["deployment"]]
         entry["running"] += float(worker.get("running") or 0)
@@ -54,13 +55,20 @@ def record_fleet_sample(now: datetime | None = None) -> int:
     samples = []
     for deployment_id, name in ModelDeployment.objects.values_list("id", "name"):
         by_state, used = counts.get(deployment_id, {}), load.get(name)
-        samples.append(FleetSample(
-            bucket=bucket, deployment_id=deployment_id,
-            **{state: by_state.get(state, 0) for state in STATES},
-            running=used["running"] if used else 0.0, waiting=used["waiting"] if used else 0.0,
-            kv_usage=used["kv"] / used["n"] if used and used["n"] else 0.0,
-        ))  # fmt: skip
+        samples.append(
+            FleetSample(
+                bucket=bucket,
+                deployment_id=deployment_id,
+                **{state: by_state.get(state, 0) for state in STATES},
+                running=used["running"] if used else 0.0,
+                waiting=used["waiting"] if used else 0.0,
+                kv_usage=used["kv"] / used["n"] if used and used["n"] else 0.0,
+            )
+        )
     FleetSample.objects.bulk_create(
-        samples, update_conflicts=True, unique_fields=["bucket", "deployment"],
-        update_fields=[*STATES, "running", "waiting", "kv_usage"])  # fmt: skip
+        samples,
+        update_conflicts=True,
+        unique_fields=["bucket", "deployment"],
+        update_fields=[*STATES, "running", "waiting", "kv_usage"],
+    )
     return len(samples)

@@ -9,9 +9,17 @@ from gateway.cache.models import CachePolicy
 from gateway.dashboard.actions import AUTOSCALE_FIELDS
 from scaling.models import AutoscalePolicy
 
-CACHE_FIELDS = ["exact_enabled", "semantic_enabled", "exact_ttl_s", "semantic_ttl_s",
-                "max_age_s", "similarity_threshold", "verify_enabled", "max_entry_bytes",
-                "memory_budget_bytes"]  # fmt: skip
+CACHE_FIELDS = [
+    "exact_enabled",
+    "semantic_enabled",
+    "exact_ttl_s",
+    "semantic_ttl_s",
+    "max_age_s",
+    "similarity_threshold",
+    "verify_enabled",
+    "max_entry_bytes",
+    "memory_budget_bytes",
+]
 
 
 class CachePolicyForm(forms.ModelForm):  # type: ignore[type-arg]

@@ -71,8 +71,11 @@ class MinuteRollup(Rollup):
     api_key_id = models.CharField(max_length=8, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "team", "model", "api_key_id"],
-                                               name="minute_rollup_unique")]  # fmt: skip
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bucket", "team", "model", "api_key_id"], name="minute_rollup_unique"
+            )
+        ]
         indexes = [models.Index(fields=["team", "bucket"], name="minute_rollup_team")]
 
     def __str__(self) -> str:
@@ -83,8 +86,9 @@ class HourRollup(Rollup):
     """Kept for good: the day and month views, costs and bills."""
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "team", "model"],
-                                               name="hour_rollup_unique")]  # fmt: skip
+        constraints = [
+            models.UniqueConstraint(fields=["bucket", "team", "model"], name="hour_rollup_unique")
+        ]
         indexes = [models.Index(fields=["team", "bucket"], name="hour_rollup_team")]
 
     def __str__(self) -> str:
@@ -104,8 +108,11 @@ class KeyHourRollup(models.Model):
     cost_micros = models.BigIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "team", "api_key_id"],
-                                               name="key_hour_rollup_unique")]  # fmt: skip
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bucket", "team", "api_key_id"], name="key_hour_rollup_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"key {self.api_key_id} hour {self.bucket:%Y-%m-%d %H:%M}"
@@ -128,8 +135,9 @@ class FleetSample(models.Model):
     kv_usage = models.FloatField(default=0.0, help_text="mean KV-cache usage of its workers")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "deployment"],
-                                               name="fleet_sample_unique")]  # fmt: skip
+        constraints = [
+            models.UniqueConstraint(fields=["bucket", "deployment"], name="fleet_sample_unique")
+        ]
 
     def __str__(self) -> str:
         return f"fleet of {self.deployment_id} at {self.bucket:%Y-%m-%d %H:%M}"
@@ -156,8 +164,9 @@ class FleetHour(models.Model):
     waiting = models.FloatField(default=0.0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "deployment"],
-                                               name="fleet_hour_unique")]  # fmt: skip
+        constraints = [
+            models.UniqueConstraint(fields=["bucket", "deployment"], name="fleet_hour_unique")
+        ]
 
     def __str__(self) -> str:
         return f"fleet of {self.deployment_id} in hour {self.bucket:%Y-%m-%d %H:%M}"
@@ -172,17 +181,26 @@ class TuningChange(models.Model):
         AUTOSCALE = "autoscale", "Autoscale policy"
 
     at = models.DateTimeField(auto_now_add=True)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                             related_name="+")  # fmt: skip
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     target = models.CharField(max_length=10, choices=Target.choices)
-    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="+", help_text="cache: empty means global")  # fmt: skip
-    deployment = models.ForeignKey(ModelDeployment, null=True, blank=True,
-                                   on_delete=models.CASCADE, related_name="+")  # fmt: skip
+    team = models.ForeignKey(
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="cache: empty means global",
+    )
+    deployment = models.ForeignKey(
+        ModelDeployment, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     old = models.JSONField(default=dict)
     new = models.JSONField(default=dict)
-    reverts = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="reverted_by")  # fmt: skip
+    reverts = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverted_by"
+    )
 
     class Meta:
         ordering = ["-at", "-id"]

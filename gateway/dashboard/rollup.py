@@ -28,11 +28,27 @@ from gateway.dashboard.models import (
 )
 from gateway.usage.models import UsageRecord
 
-OUTCOMES = {"hit-exact": "hits_exact", "hit-semantic": "hits_semantic",
-            "coalesced": "coalesced", "miss": "misses", "bypass": "bypass"}  # fmt: skip
-METRICS = ["requests", "errors", "cancelled", "prompt_tokens", "completion_tokens",
-           "cost_micros", *OUTCOMES.values(), "latency_ms_sum", "ttft_ms_sum", "ttft_count",
-           *histogram.LATENCY_FIELDS, *histogram.TTFT_FIELDS]  # fmt: skip
+OUTCOMES = {
+    "hit-exact": "hits_exact",
+    "hit-semantic": "hits_semantic",
+    "coalesced": "coalesced",
+    "miss": "misses",
+    "bypass": "bypass",
+}
+METRICS = [
+    "requests",
+    "errors",
+    "cancelled",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_micros",
+    *OUTCOMES.values(),
+    "latency_ms_sum",
+    "ttft_ms_sum",
+    "ttft_count",
+    *histogram.LATENCY_FIELDS,
+    *histogram.TTFT_FIELDS,
+]
 KEY_METRICS = ["requests", "errors", "prompt_tokens", "completion_tokens", "cost_micros"]
 FLEET_METRICS = ["starting", "warm", "ready", "draining", "dead", "running", "waiting"]
 # Each table: its grouping columns (as ORM values() names) and the metrics it keeps.
@@ -78,13 +94,21 @@ def _ledger_aggregates() -> dict[str, Any]:
     return aggs
 
 
-def _upsert(model: type[models.Model], rows: list[dict[str, Any]], keys: list[str],
-            metrics: list[str]) -> int:  # fmt: skip
+def _upsert(
+    model: type[models.Model], rows: list[dict[str, Any]], keys: list[str], metrics: list[str]
+) -> int:
     objects = [model(**row) for row in rows]
-    unique = ["bucket", *({"team_id": "team", "deployment_id": "deployment"}.get(k, k)
-                          for k in keys)]  # fmt: skip
-    model._default_manager.bulk_create(objects, batch_size=UPSERT_BATCH, update_conflicts=True,
-                                       unique_fields=unique, update_fields=metrics)  # fmt: skip
+    unique = [
+        "bucket",
+        *({"team_id": "team", "deployment_id": "deployment"}.get(k, k) for k in keys),
+    ]
+    model._default_manager.bulk_create(
+        objects,
+        batch_size=UPSERT_BATCH,
+        update_conflicts=True,
+        unique_fields=unique,
+        update_fields=metrics,
+    )
     return len(objects)
 
 
@@ -93,9 +117,13 @@ def rollup_from_ledger(model: type[models.Model], start: datetime, end: datetime
     keys, metrics = TABLES[model]
     kind = "minute" if model is MinuteRollup else "hour"
     aggregates = {name: agg for name, agg in _ledger_aggregates().items() if name in metrics}
-    rows = (UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
-            .annotate(bucket=Trunc("created_at", kind))
-            .values("bucket", *keys).annotate(**aggregates).order_by())  # fmt: skip
+    rows = (
+        UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+        .annotate(bucket=Trunc("created_at", kind))
+        .values("bucket", *keys)
+        .annotate(**aggregates)
+        .order_by()
+    )
     return _upsert(model, list(rows), keys, metrics)
 
 
@@ -106,19 +134,27 @@ def hours_from_minutes(start: datetime, end: datetime) -> int:
     minutes = MinuteRollup.objects.filter(bucket__gte=start, bucket__lt=end)
     for model in (HourRollup, KeyHourRollup):
         keys, metrics = TABLES[model]
-        rows = (minutes.annotate(hour=Trunc("bucket", "hour")).values("hour", *keys)
-                .annotate(**{m: Sum(m) for m in metrics}).order_by())  # fmt: skip
+        rows = (
+            minutes.annotate(hour=Trunc("bucket", "hour"))
+            .values("hour", *keys)
+            .annotate(**{m: Sum(m) for m in metrics})
+            .order_by()
+        )
         written += _upsert(model, [_as_bucket(row) for row in rows], keys, metrics)
     return written
 
 
 def fleet_hours(start: datetime, end: datetime) -> int:
-    rows = (FleetSample.objects.filter(bucket__gte=start, bucket__lt=end)
-            .annotate(hour=Trunc("bucket", "hour")).values("hour", "deployment_id")
-            .annotate(minutes=Count("id"), **{m: Sum(m) for m in FLEET_METRICS})
-            .order_by())  # fmt: skip
-    return _upsert(FleetHour, [_as_bucket(row) for row in rows], ["deployment_id"],
-                   ["minutes", *FLEET_METRICS])  # fmt: skip
+    rows = (
+        FleetSample.objects.filter(bucket__gte=start, bucket__lt=end)
+        .annotate(hour=Trunc("bucket", "hour"))
+        .values("hour", "deployment_id")
+        .annotate(minutes=Count("id"), **{m: Sum(m) for m in FLEET_METRICS})
+        .order_by()
+    )
+    return _upsert(
+        FleetHour, [_as_bucket(row) for row in rows], ["deployment_id"], ["minutes", *FLEET_METRICS]
+    )
 
 
 def _as_bucket(row: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +185,9 @@ def backfill(hours: int, now: datetime | None = None) -> dict[str, int]:
     end = floor_minute(now) + timedelta(minutes=1)
     start = floor_hour(now) - timedelta(hours=hours)
     minute_start = max(start, floor_hour(now) - timedelta(hours=settings.ROLLUP_MINUTE_RETENTION_H))
-    return {"hour_rows": rollup_from_ledger(HourRollup, start, end)
-                         + rollup_from_ledger(KeyHourRollup, start, end)
-                         + fleet_hours(start, end),
-            "minute_rows": rollup_from_ledger(MinuteRollup, minute_start, end)}  # fmt: skip
+    return {
+        "hour_rows": rollup_from_ledger(HourRollup, start, end)
+        + rollup_from_ledger(KeyHourRollup, start, end)
+        + fleet_hours(start, end),
+        "minute_rows": rollup_from_ledger(MinuteRollup, minute_start, end),
+    }

@@ -30,22 +30,31 @@ def rollups(p: Period) -> "QuerySet[Rollup]":
 def usage_series(p: Period) -> list[dict[str, Any]]:
     """One row per bucket with every metric summed over teams, models and keys, plus the
     derived rates and percentile estimates the Overview charts plot."""
-    rows = (rollups(p).values("bucket").annotate(**{m: Sum(m) for m in METRICS})
-            .order_by("bucket"))  # fmt: skip
+    rows = rollups(p).values("bucket").annotate(**{m: Sum(m) for m in METRICS}).order_by("bucket")
     series = []
     for row in rows:
         requests = row["requests"] or 0
         answered = requests - row["bypass"]
-        series.append({
-            "bucket": row["bucket"], "requests": requests, "rps": requests / p.bucket_s,
-            "error_rate": row["errors"] / requests if requests else 0.0,
-            "latency_p50": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.5),
-            "latency_p99": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.99),
-            "ttft_p50": histogram.percentile([row[f] for f in histogram.TTFT_FIELDS], 0.5),
-            "ttft_p99": histogram.percentile([row[f] for f in histogram.TTFT_FIELDS], 0.99),
-            **{f"hit_rate_{kind}": row[field] / answered if answered else 0.0
-               for kind, field in HIT_KINDS.items()},
-        })  # fmt: skip
+        series.append(
+            {
+                "bucket": row["bucket"],
+                "requests": requests,
+                "rps": requests / p.bucket_s,
+                "error_rate": row["errors"] / requests if requests else 0.0,
+                "latency_p50": histogram.percentile(
+                    [row[f] for f in histogram.LATENCY_FIELDS], 0.5
+                ),
+                "latency_p99": histogram.percentile(
+                    [row[f] for f in histogram.LATENCY_FIELDS], 0.99
+                ),
+                "ttft_p50": histogram.percentile([row[f] for f in histogram.TTFT_FIELDS], 0.5),
+                "ttft_p99": histogram.percentile([row[f] for f in histogram.TTFT_FIELDS], 0.99),
+                **{
+                    f"hit_rate_{kind}": row[field] / answered if answered else 0.0
+                    for kind, field in HIT_KINDS.items()
+                },
+            }
+        )
     return series
 
 
@@ -55,21 +64,30 @@ def fleet_series(p: Period) -> list[dict[str, Any]]:
     names = [*STATES, "waiting", "running"]
     table: Any = FleetSample if p.by_minute else FleetHour
     per = {} if p.by_minute else {"minutes": Max("minutes")}
-    rows = (table.objects.filter(bucket__gte=p.start, bucket__lt=p.end).values("bucket")
-            .annotate(**per, **{s: Sum(s) for s in names}).order_by("bucket"))  # fmt: skip
-    return [{"bucket": row["bucket"], **{k: (row[k] or 0) / (row.get("minutes") or 1)
-                                         for k in names}} for row in rows]  # fmt: skip
+    rows = (
+        table.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
+        .values("bucket")
+        .annotate(**per, **{s: Sum(s) for s in names})
+        .order_by("bucket")
+    )
+    return [
+        {"bucket": row["bucket"], **{k: (row[k] or 0) / (row.get("minutes") or 1) for k in names}}
+        for row in rows
+    ]
 
 
 def totals(p: Period) -> dict[str, Any]:
     row = rollups(p).aggregate(**{m: Sum(m) for m in METRICS})
     row = {k: v or 0 for k, v in row.items()}
     requests = row["requests"]
-    return {**row, "tokens": row["prompt_tokens"] + row["completion_tokens"],
-            "error_rate": row["errors"] / requests if requests else 0.0,
-            "latency_p50": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.5),
-            "latency_p99": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.99),
-            "rps": requests / (p.hours * 3600)}  # fmt: skip
+    return {
+        **row,
+        "tokens": row["prompt_tokens"] + row["completion_tokens"],
+        "error_rate": row["errors"] / requests if requests else 0.0,
+        "latency_p50": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.5),
+        "latency_p99": histogram.percentile([row[f] for f in histogram.LATENCY_FIELDS], 0.99),
+        "rps": requests / (p.hours * 3600),
+    }
 
 
 @dataclass(frozen=True)
@@ -85,17 +103,29 @@ class TeamUsage:
 
 
 def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
-    per_team = {row["team_id"]: row for row in rollups(p).values("team_id").annotate(
-        requests=Sum("requests"), errors=Sum("errors"),
-        tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
-        cost_micros=Sum("cost_micros")).order_by()}  # fmt: skip
+    per_team = {
+        row["team_id"]: row
+        for row in rollups(p)
+        .values("team_id")
+        .annotate(
+            requests=Sum("requests"),
+            errors=Sum("errors"),
+            tokens=Sum(F("prompt_tokens") + F("completion_tokens")),
+            cost_micros=Sum("cost_micros"),
+        )
+        .order_by()
+    }
     keys: dict[int, list[dict[str, Any]]] = {}
-    by_key: Any = (rollups(p) if p.by_minute
-                   else KeyHourRollup.objects.filter(bucket__gte=p.start, bucket__lt=p.end))
-    key_rows = (by_key.values("team_id", "api_key_id")
-                .annotate(requests=Sum("requests"),
-                          tokens=Sum(F("prompt_tokens") + F("completion_tokens")))
-                .order_by("team_id", "-requests"))  # fmt: skip
+    by_key: Any = (
+        rollups(p)
+        if p.by_minute
+        else KeyHourRollup.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
+    )
+    key_rows = (
+        by_key.values("team_id", "api_key_id")
+        .annotate(requests=Sum("requests"), tokens=Sum(F("prompt_tokens") + F("completion_tokens")))
+        .order_by("team_id", "-requests")
+    )
     for row in key_rows:
         keys.setdefault(row["team_id"], []).append(row)
     names = dict(ApiKey.objects.values_list("lookup_id", "name"))
@@ -103,12 +133,21 @@ def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
     result = []
     for team in Team.objects.all():
         row = per_team.get(team.pk, {})
-        top_keys = [{**k, "name": names.get(k["api_key_id"], "")}
-                    for k in keys.get(team.pk, [])[:top]]  # fmt: skip
-        result.append(TeamUsage(team, row.get("requests") or 0, row.get("errors") or 0,
-                                row.get("tokens") or 0, row.get("cost_micros") or 0,
-                                _limits(team.pk, policies.get(team.pk)), top_keys,
-                                _rejected(team.pk, p)))  # fmt: skip
+        top_keys = [
+            {**k, "name": names.get(k["api_key_id"], "")} for k in keys.get(team.pk, [])[:top]
+        ]
+        result.append(
+            TeamUsage(
+                team,
+                row.get("requests") or 0,
+                row.get("errors") or 0,
+                row.get("tokens") or 0,
+                row.get("cost_micros") or 0,
+                _limits(team.pk, policies.get(team.pk)),
+                top_keys,
+                _rejected(team.pk, p),
+            )
+        )
     return result
 
 
@@ -124,4 +163,3 @@ def _limits(team_id: int, policy: QuotaPolicy | None) -> list[LimitUsage] | None
         return read_team_usage(team_id, quota_limits_from_row(policy))
     except (AdmissionUnavailable, ImproperlyConfigured):  # Redis down, or not configured
         return None
-

@@ -29,11 +29,25 @@ BAND = 0.02  # width of the cosine bands acceptance rates are pooled in
 # near-misses), int8 model: docs/benchmarks.md, "Precision and recall of the semantic
 # cache", table "Adversarial pairs" (python manage.py cache_precision).
 ADVERSARIAL_PRECISION: dict[bool, tuple[tuple[float, float], ...]] = {
-    True: ((0.80, 0.962), (0.85, 0.955), (0.88, 0.942), (0.90, 0.932), (0.92, 0.922),
-           (0.94, 0.886), (0.96, 0.800)),
-    False: ((0.80, 0.448), (0.85, 0.437), (0.88, 0.407), (0.90, 0.399), (0.92, 0.395),
-            (0.94, 0.383), (0.96, 0.255)),
-}  # fmt: skip
+    True: (
+        (0.80, 0.962),
+        (0.85, 0.955),
+        (0.88, 0.942),
+        (0.90, 0.932),
+        (0.92, 0.922),
+        (0.94, 0.886),
+        (0.96, 0.800),
+    ),
+    False: (
+        (0.80, 0.448),
+        (0.85, 0.437),
+        (0.88, 0.407),
+        (0.90, 0.399),
+        (0.92, 0.395),
+        (0.94, 0.383),
+        (0.96, 0.255),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -99,8 +113,12 @@ class Effect:
         return f"{100 * self.precision.value:.1f}%"
 
 
-def predict(samples: list[LookupSample], threshold: float, verify_enabled: bool,
-            rates: AcceptanceRates | None = None) -> Effect:  # fmt: skip
+def predict(
+    samples: list[LookupSample],
+    threshold: float,
+    verify_enabled: bool,
+    rates: AcceptanceRates | None = None,
+) -> Effect:
     """Expected semantic hit rate of these lookups at this threshold. Each lookup hits
     unless every candidate at or above the threshold is rejected; a candidate's chance of
     acceptance is 1 or 0 where verify() judged it, else its band's rate. Lowering the
@@ -125,8 +143,14 @@ def predict(samples: list[LookupSample], threshold: float, verify_enabled: bool,
             miss *= 1.0 - accept
         hits += 1.0 - miss
     hit_rate = hits / len(samples) if samples else 0.0
-    return Effect(threshold, verify_enabled, hit_rate, estimated, assumed,
-                  expected_precision(threshold, verify_enabled))  # fmt: skip
+    return Effect(
+        threshold,
+        verify_enabled,
+        hit_rate,
+        estimated,
+        assumed,
+        expected_precision(threshold, verify_enabled),
+    )
 
 
 @dataclass(frozen=True)
@@ -137,15 +161,19 @@ class Preview:
     proposed: Effect
 
 
-def preview(samples: list[LookupSample], current: tuple[float, bool],
-            proposed: tuple[float, bool]) -> Preview | None:  # fmt: skip
+def preview(
+    samples: list[LookupSample], current: tuple[float, bool], proposed: tuple[float, bool]
+) -> Preview | None:
     """None when there are no samples to measure on."""
     if not samples:
         return None
     rates = AcceptanceRates(samples)
-    return Preview(len(samples), sum(1 for s in samples if s.cosines),
-                   predict(samples, *current, rates=rates),
-                   predict(samples, *proposed, rates=rates))  # fmt: skip
+    return Preview(
+        len(samples),
+        sum(1 for s in samples if s.cosines),
+        predict(samples, *current, rates=rates),
+        predict(samples, *proposed, rates=rates),
+    )
 
 
 def recent_samples(team: Team | None) -> list[LookupSample]:

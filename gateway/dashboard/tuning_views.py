@@ -29,16 +29,20 @@ def _scope(request: HttpRequest) -> tuple[Team | None, ModelDeployment | None]:
     source = request.POST if request.method == "POST" else request.GET
     team_id, deployment_id = source.get("team") or "", source.get("deployment") or ""
     team = get_object_or_404(Team, pk=team_id) if team_id.isdigit() else None
-    deployment = (get_object_or_404(ModelDeployment, pk=deployment_id)
-                  if deployment_id.isdigit() else ModelDeployment.objects.first())  # fmt: skip
+    deployment = (
+        get_object_or_404(ModelDeployment, pk=deployment_id)
+        if deployment_id.isdigit()
+        else ModelDeployment.objects.first()
+    )
     return team, deployment
 
 
 def _autoscale_instance(deployment: ModelDeployment | None) -> AutoscalePolicy | None:
     if deployment is None:
         return None
-    return (AutoscalePolicy.objects.filter(deployment=deployment).first()
-            or AutoscalePolicy(deployment=deployment))  # fmt: skip
+    return AutoscalePolicy.objects.filter(deployment=deployment).first() or AutoscalePolicy(
+        deployment=deployment
+    )
 
 
 def staff_user(request: HttpRequest) -> User:
@@ -60,21 +64,36 @@ def tuning(request: HttpRequest) -> HttpResponse:
             effect = _threshold_effect(team, cache_form)
     elif request.method == "POST" and which == "cache":
         cache_form = CachePolicyForm(request.POST)
-        if cache_form.is_valid() and _apply(request, cache_form, lambda values: (
-                actions.change_cache_policy(user, team, values))):  # fmt: skip
+        if cache_form.is_valid() and _apply(
+            request, cache_form, lambda values: actions.change_cache_policy(user, team, values)
+        ):
             return _back(team, deployment)
     elif request.method == "POST" and which == "autoscale" and instance and deployment:
         autoscale_form = AutoscalePolicyForm(request.POST, instance=instance)
-        if autoscale_form.is_valid() and _apply(request, autoscale_form, lambda values: (
-                actions.change_autoscale_policy(user, deployment, values))):  # fmt: skip
+        if autoscale_form.is_valid() and _apply(
+            request,
+            autoscale_form,
+            lambda values: actions.change_autoscale_policy(user, deployment, values),
+        ):
             return _back(team, deployment)
-    return render(request, "dashboard/tuning.html", {
-        "team": team, "deployment": deployment, "teams": Team.objects.all(),
-        "deployments": ModelDeployment.objects.all(), "cache_form": cache_form,
-        "autoscale_form": autoscale_form, "periods": [], "effect": effect,
-        "changes": TuningChange.objects.select_related("user", "team", "deployment")
-                                        [:AUDIT_ROWS],
-        "charts": []})  # fmt: skip
+    return render(
+        request,
+        "dashboard/tuning.html",
+        {
+            "team": team,
+            "deployment": deployment,
+            "teams": Team.objects.all(),
+            "deployments": ModelDeployment.objects.all(),
+            "cache_form": cache_form,
+            "autoscale_form": autoscale_form,
+            "periods": [],
+            "effect": effect,
+            "changes": TuningChange.objects.select_related("user", "team", "deployment")[
+                :AUDIT_ROWS
+            ],
+            "charts": [],
+        },
+    )
 
 
 def _threshold_effect(team: Team | None, form: CachePolicyForm) -> dict[str, Any]:

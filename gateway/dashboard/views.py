@@ -23,10 +23,14 @@ def _period(request: HttpRequest, default: str = "hour") -> Period:
     return period(request.GET.get("period", default))
 
 
-def _page(request: HttpRequest, template: str, p: Period, charts_: list[charts.Chart],
-          **context: Any) -> HttpResponse:  # fmt: skip
-    return render(request, f"dashboard/{template}", {
-        "period": p, "periods": PERIODS, "charts": charts_, **context})  # fmt: skip
+def _page(
+    request: HttpRequest, template: str, p: Period, charts_: list[charts.Chart], **context: Any
+) -> HttpResponse:
+    return render(
+        request,
+        f"dashboard/{template}",
+        {"period": p, "periods": PERIODS, "charts": charts_, **context},
+    )
 
 
 @staff_member_required
@@ -36,21 +40,51 @@ def overview(request: HttpRequest) -> HttpResponse:
     x, fx = [r["bucket"] for r in usage], [r["bucket"] for r in fleet]
     figures = [
         charts.lines("rps", "Requests per second", x, [("req/s", [r["rps"] for r in usage])]),
-        charts.lines("latency", "Latency and time to first token (estimated from buckets)", x,
-                     [(name, [r[key] for r in usage]) for name, key in (
-                         ("latency P50", "latency_p50"), ("latency P99", "latency_p99"),
-                         ("TTFT P50", "ttft_p50"), ("TTFT P99", "ttft_p99"))], "ms"),
-        charts.lines("errors", "Error rate", x, [("errors", [r["error_rate"] for r in usage])],
-                     "share of requests"),
-        charts.lines("cache", "Cache hit rate by kind", x,
-                     [(kind, [r[f"hit_rate_{kind}"] for r in usage])
-                      for kind in selectors.HIT_KINDS], "share of requests"),
-        charts.lines("queue", "Queue length (waiting on workers)", fx,
-                     [("waiting", [r["waiting"] for r in fleet])], "requests"),
-        charts.lines("workers", "Workers by state", fx,
-                     [(s, [r[s] for r in fleet]) for s in selectors.STATES], "workers",
-                     stacked=True),
-    ]  # fmt: skip
+        charts.lines(
+            "latency",
+            "Latency and time to first token (estimated from buckets)",
+            x,
+            [
+                (name, [r[key] for r in usage])
+                for name, key in (
+                    ("latency P50", "latency_p50"),
+                    ("latency P99", "latency_p99"),
+                    ("TTFT P50", "ttft_p50"),
+                    ("TTFT P99", "ttft_p99"),
+                )
+            ],
+            "ms",
+        ),
+        charts.lines(
+            "errors",
+            "Error rate",
+            x,
+            [("errors", [r["error_rate"] for r in usage])],
+            "share of requests",
+        ),
+        charts.lines(
+            "cache",
+            "Cache hit rate by kind",
+            x,
+            [(kind, [r[f"hit_rate_{kind}"] for r in usage]) for kind in selectors.HIT_KINDS],
+            "share of requests",
+        ),
+        charts.lines(
+            "queue",
+            "Queue length (waiting on workers)",
+            fx,
+            [("waiting", [r["waiting"] for r in fleet])],
+            "requests",
+        ),
+        charts.lines(
+            "workers",
+            "Workers by state",
+            fx,
+            [(s, [r[s] for r in fleet]) for s in selectors.STATES],
+            "workers",
+            stacked=True,
+        ),
+    ]
     return _page(request, "overview.html", p, figures, totals=selectors.totals(p))
 
 
@@ -63,19 +97,44 @@ def cost_page(request: HttpRequest) -> HttpResponse:
     mtd = month_to_date()
     bills = costs.monthly_bills(mtd, costs.cost_split(mtd))
     figures = [
-        charts.bars("by-team", "GPU cost by team (USD)", list(by_team),
-                    [("USD", [v / costs.MICROS for v in by_team.values()])]),
-        charts.bars("by-model", "GPU cost by model (USD)", list(by_model),
-                    [("USD", [v / costs.MICROS for v in by_model.values()])]),
-        charts.bars("savings", "GPU cost saved by each cache (USD, estimated)", list(savings),
-                    [("USD", [s["micros"] / costs.MICROS for s in savings.values()])]),
-        charts.bars("bills", "Month to date: billed against budget (USD)",
-                    [b.team for b in bills],
-                    [("billed", [b.billed_micros / costs.MICROS for b in bills]),
-                     ("budget", [(b.budget_micros or 0) / costs.MICROS for b in bills])]),
-    ]  # fmt: skip
-    return _page(request, "costs.html", p, figures, split=split, savings=savings, bills=bills,
-                 per_1000=split.cost_per_1000_requests_micros())  # fmt: skip
+        charts.bars(
+            "by-team",
+            "GPU cost by team (USD)",
+            list(by_team),
+            [("USD", [v / costs.MICROS for v in by_team.values()])],
+        ),
+        charts.bars(
+            "by-model",
+            "GPU cost by model (USD)",
+            list(by_model),
+            [("USD", [v / costs.MICROS for v in by_model.values()])],
+        ),
+        charts.bars(
+            "savings",
+            "GPU cost saved by each cache (USD, estimated)",
+            list(savings),
+            [("USD", [s["micros"] / costs.MICROS for s in savings.values()])],
+        ),
+        charts.bars(
+            "bills",
+            "Month to date: billed against budget (USD)",
+            [b.team for b in bills],
+            [
+                ("billed", [b.billed_micros / costs.MICROS for b in bills]),
+                ("budget", [(b.budget_micros or 0) / costs.MICROS for b in bills]),
+            ],
+        ),
+    ]
+    return _page(
+        request,
+        "costs.html",
+        p,
+        figures,
+        split=split,
+        savings=savings,
+        bills=bills,
+        per_1000=split.cost_per_1000_requests_micros(),
+    )
 
 
 @staff_member_required
@@ -86,14 +145,43 @@ def cost_csv(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="sluice-costs-{p.name}.csv"'
     writer = csv.writer(response)
-    writer.writerow(["period_start", "period_end", "team", "model", "requests", "tokens",
-                     "gpu_cost_usd", "billed_usd"])  # fmt: skip
+    writer.writerow(
+        [
+            "period_start",
+            "period_end",
+            "team",
+            "model",
+            "requests",
+            "tokens",
+            "gpu_cost_usd",
+            "billed_usd",
+        ]
+    )
     for line in split.lines:
-        writer.writerow([p.start.isoformat(), p.end.isoformat(), line.team, line.model,
-                         line.requests, line.tokens, _usd(line.gpu_cost_micros),
-                         _usd(line.billed_micros)])  # fmt: skip
-    writer.writerow([p.start.isoformat(), p.end.isoformat(), "(unallocated: idle GPUs)", "",
-                     0, 0, _usd(split.unallocated_micros), _usd(0)])  # fmt: skip
+        writer.writerow(
+            [
+                p.start.isoformat(),
+                p.end.isoformat(),
+                line.team,
+                line.model,
+                line.requests,
+                line.tokens,
+                _usd(line.gpu_cost_micros),
+                _usd(line.billed_micros),
+            ]
+        )
+    writer.writerow(
+        [
+            p.start.isoformat(),
+            p.end.isoformat(),
+            "(unallocated: idle GPUs)",
+            "",
+            0,
+            0,
+            _usd(split.unallocated_micros),
+            _usd(0),
+        ]
+    )
     return response
 
 
@@ -107,12 +195,16 @@ def teams(request: HttpRequest) -> HttpResponse:
     usage = selectors.team_usage(p)
     names = [u.team.name for u in usage]
     figures = [
-        charts.bars("team-requests", "Requests by team", names,
-                    [("requests", [u.requests for u in usage]),
-                     ("errors", [u.errors for u in usage])]),
-        charts.bars("team-tokens", "Tokens by team", names,
-                    [("tokens", [u.tokens for u in usage])]),
-    ]  # fmt: skip
+        charts.bars(
+            "team-requests",
+            "Requests by team",
+            names,
+            [("requests", [u.requests for u in usage]), ("errors", [u.errors for u in usage])],
+        ),
+        charts.bars(
+            "team-tokens", "Tokens by team", names, [("tokens", [u.tokens for u in usage])]
+        ),
+    ]
     return _page(request, "teams.html", p, figures, usage=usage)
 
 
@@ -120,14 +212,32 @@ def teams(request: HttpRequest) -> HttpResponse:
 def fleet(request: HttpRequest) -> HttpResponse:
     p = _period(request, "day")
     usage, samples = selectors.usage_series(p), selectors.fleet_series(p)
-    rows = (ScalingDecision.objects.filter(at__gte=p.start, at__lt=p.end)
-                     .order_by("-at")[:MAX_DECISIONS]
-                     .values("at", "action", "rule", "from_replicas", "to_replicas", "reason",
-                             "deployment__name", "actuated", "error"))  # fmt: skip
+    rows = (
+        ScalingDecision.objects.filter(at__gte=p.start, at__lt=p.end)
+        .order_by("-at")[:MAX_DECISIONS]
+        .values(
+            "at",
+            "action",
+            "rule",
+            "from_replicas",
+            "to_replicas",
+            "reason",
+            "deployment__name",
+            "actuated",
+            "error",
+        )
+    )
     decisions: list[dict[str, Any]] = [dict(row) for row in rows]
-    figures = [charts.timeline(
-        "timeline", "Autoscaler decisions against demand",
-        [r["bucket"] for r in usage], [r["rps"] for r in usage],
-        [r["bucket"] for r in samples], [r["ready"] for r in samples], decisions)]  # fmt: skip
+    figures = [
+        charts.timeline(
+            "timeline",
+            "Autoscaler decisions against demand",
+            [r["bucket"] for r in usage],
+            [r["rps"] for r in usage],
+            [r["bucket"] for r in samples],
+            [r["ready"] for r in samples],
+            decisions,
+        )
+    ]
     workers = sorted(read_snapshot(), key=lambda w: (w["deployment"], w["url"]))
     return _page(request, "fleet.html", p, figures, workers=workers, decisions=decisions[:50])

@@ -34,13 +34,20 @@ class Stop:
 
 def session_for(timeout_s: float) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-    return aiohttp.ClientSession(connector=connector,
-                                 timeout=aiohttp.ClientTimeout(total=timeout_s))  # fmt: skip
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)
+    )
 
 
-async def closed_loop(endpoint: Endpoint, bodies: Iterator[dict[str, Any]], concurrency: int,
-                      stop: Stop, stream: bool, timeout_s: float,
-                      progress: Progress) -> tuple[list[Outcome], float]:  # fmt: skip
+async def closed_loop(
+    endpoint: Endpoint,
+    bodies: Iterator[dict[str, Any]],
+    concurrency: int,
+    stop: Stop,
+    stream: bool,
+    timeout_s: float,
+    progress: Progress,
+) -> tuple[list[Outcome], float]:
     outcomes: list[Outcome] = []
     sent = 0
     async with session_for(timeout_s) as session:
@@ -68,9 +75,17 @@ def arrival_gaps(rate: float, pattern: str, rng: random.Random) -> Iterator[floa
             yield rng.gammavariate(shape, 1 / (rate * shape))
 
 
-async def open_loop(endpoint: Endpoint, bodies: Iterator[dict[str, Any]], rate: float,
-                    pattern: str, stop: Stop, stream: bool, timeout_s: float,
-                    progress: Progress, seed: int = 0) -> tuple[list[Outcome], float]:  # fmt: skip
+async def open_loop(
+    endpoint: Endpoint,
+    bodies: Iterator[dict[str, Any]],
+    rate: float,
+    pattern: str,
+    stop: Stop,
+    stream: bool,
+    timeout_s: float,
+    progress: Progress,
+    seed: int = 0,
+) -> tuple[list[Outcome], float]:
     outcomes: list[Outcome] = []
     tasks: set[asyncio.Task[None]] = set()
     gaps = arrival_gaps(rate, pattern, random.Random(seed))

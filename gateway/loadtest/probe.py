@@ -41,8 +41,9 @@ class BrokenStream(Exception):
     pass
 
 
-async def _read_stream(response: aiohttp.ClientResponse, started: float
-                       ) -> tuple[float | None, int]:  # fmt: skip
+async def _read_stream(
+    response: aiohttp.ClientResponse, started: float
+) -> tuple[float | None, int]:
     ttft, content_chunks, usage_tokens, done = None, 0, None, False
     async for raw in response.content:
         line = raw.strip()
@@ -79,13 +80,15 @@ async def send(
         payload["stream_options"] = {"include_usage": True}
     started = time.perf_counter()
 
-    def outcome(ttft: float | None, tokens: int, error: str | None = None,
-                cache: str | None = None) -> Outcome:  # fmt: skip
+    def outcome(
+        ttft: float | None, tokens: int, error: str | None = None, cache: str | None = None
+    ) -> Outcome:
         return Outcome(time.perf_counter() - started, ttft, tokens, error, cache)
 
     try:
-        async with session.post(f"{endpoint.url}/chat/completions", json=payload,
-                                headers=endpoint.headers()) as response:  # fmt: skip
+        async with session.post(
+            f"{endpoint.url}/chat/completions", json=payload, headers=endpoint.headers()
+        ) as response:
             cache = response.headers.get("x-sluice-cache")
             if response.status != 200:
                 await response.read()

@@ -42,10 +42,14 @@ def comparison_table(pairs: list[tuple[LevelSummary, LevelSummary]]) -> str:
     lines = ["level   throughput  tokens/s  +lat P50   +lat P99   +TTFT P50"]
     for this, other in pairs:
         r = ratios(this, other)
-        cells = [f"{this.level:<7g}", f"{_ratio(r['throughput_ratio']):<11}",
-                 f"{_ratio(r['tokens_ratio']):<9}", f"{_ms_signed(r['added_latency_p50_s']):<10}",
-                 f"{_ms_signed(r['added_latency_p99_s']):<10}",
-                 _ms_signed(r["added_ttft_p50_s"])]  # fmt: skip
+        cells = [
+            f"{this.level:<7g}",
+            f"{_ratio(r['throughput_ratio']):<11}",
+            f"{_ratio(r['tokens_ratio']):<9}",
+            f"{_ms_signed(r['added_latency_p50_s']):<10}",
+            f"{_ms_signed(r['added_latency_p99_s']):<10}",
+            _ms_signed(r["added_ttft_p50_s"]),
+        ]
         lines.append(" ".join(cells))
     return "\n".join(lines)
 
@@ -58,8 +62,11 @@ def _ms_signed(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:+.1f}ms"
 
 
-def document(settings: dict[str, Any], summaries: list[LevelSummary],
-             pairs: list[tuple[LevelSummary, LevelSummary]]) -> dict[str, Any]:  # fmt: skip
+def document(
+    settings: dict[str, Any],
+    summaries: list[LevelSummary],
+    pairs: list[tuple[LevelSummary, LevelSummary]],
+) -> dict[str, Any]:
     return {
         "settings": settings,
         "levels": [s.as_dict() for s in summaries],
@@ -71,18 +78,27 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def _figure(summaries: list[LevelSummary], x_title: str, series: list[tuple[str, str]],
-            y_title: str, scale: float) -> go.Figure:  # fmt: skip
+def _figure(
+    summaries: list[LevelSummary],
+    x_title: str,
+    series: list[tuple[str, str]],
+    y_title: str,
+    scale: float,
+) -> go.Figure:
     figure = go.Figure()
     for endpoint in dict.fromkeys(s.endpoint for s in summaries):
         rows = [s for s in summaries if s.endpoint == endpoint]
         for field, label in series:
             values = [getattr(s, field) for s in rows]
-            figure.add_trace(go.Scatter(
-                x=[s.level for s in rows], name=f"{endpoint} {label}", mode="lines+markers",
-                y=[None if v is None else v * scale for v in values]))  # fmt: skip
-    figure.update_layout(xaxis_title=x_title, yaxis_title=y_title, height=420,
-                         margin={"t": 30})  # fmt: skip
+            figure.add_trace(
+                go.Scatter(
+                    x=[s.level for s in rows],
+                    name=f"{endpoint} {label}",
+                    mode="lines+markers",
+                    y=[None if v is None else v * scale for v in values],
+                )
+            )
+    figure.update_layout(xaxis_title=x_title, yaxis_title=y_title, height=420, margin={"t": 30})
     return figure
 
 
@@ -94,8 +110,10 @@ def write_html(path: Path, doc: dict[str, Any], summaries: list[LevelSummary]) -
         ("Latency", [("latency_p50_s", "P50"), ("latency_p99_s", "P99")], "ms", 1000),
         ("Time to first token", [("ttft_p50_s", "P50"), ("ttft_p99_s", "P99")], "ms", 1000),
     ]
-    figures = [(title, _figure(summaries, x_title, series, y_title, scale))
-               for title, series, y_title, scale in charts]  # fmt: skip
+    figures = [
+        (title, _figure(summaries, x_title, series, y_title, scale))
+        for title, series, y_title, scale in charts
+    ]
     parts = [
         f"<h2>{title}</h2>" + plotly.io.to_html(fig, full_html=False, include_plotlyjs=(i == 0))
         for i, (title, fig) in enumerate(figures)

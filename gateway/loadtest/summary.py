@@ -41,8 +41,9 @@ class LevelSummary:
         return asdict(self)
 
 
-def summarize(endpoint: str, level: float, mode: str, outcomes: list[Outcome],
-              elapsed_s: float) -> LevelSummary:  # fmt: skip
+def summarize(
+    endpoint: str, level: float, mode: str, outcomes: list[Outcome], elapsed_s: float
+) -> LevelSummary:
     good = [o for o in outcomes if o.error is None]
     latencies = [o.latency_s for o in good]
     ttfts = [o.ttft_s for o in good if o.ttft_s is not None]
@@ -50,17 +51,23 @@ def summarize(endpoint: str, level: float, mode: str, outcomes: list[Outcome],
     labelled = [o.cache for o in outcomes if o.cache is not None]
     hits = sum(1 for label in labelled if label in CACHE_HITS)
     return LevelSummary(
-        endpoint=endpoint, level=level, mode=mode, requests=len(outcomes), ok=len(good),
+        endpoint=endpoint,
+        level=level,
+        mode=mode,
+        requests=len(outcomes),
+        ok=len(good),
         elapsed_s=elapsed_s,
         requests_per_s=len(good) / elapsed_s if elapsed_s else 0.0,
         output_tokens_per_s=sum(o.output_tokens for o in good) / elapsed_s if elapsed_s else 0.0,
-        latency_p50_s=percentile(latencies, 0.50), latency_p90_s=percentile(latencies, 0.90),
+        latency_p50_s=percentile(latencies, 0.50),
+        latency_p90_s=percentile(latencies, 0.90),
         latency_p99_s=percentile(latencies, 0.99),
-        ttft_p50_s=percentile(ttfts, 0.50), ttft_p99_s=percentile(ttfts, 0.99),
+        ttft_p50_s=percentile(ttfts, 0.50),
+        ttft_p99_s=percentile(ttfts, 0.99),
         tpot_p50_s=percentile(tpots, 0.50),
         errors=dict(Counter(o.error for o in outcomes if o.error is not None)),
         cache_hit_share=hits / len(labelled) if labelled else None,
-    )  # fmt: skip
+    )
 
 
 def ratios(this: LevelSummary, other: LevelSummary) -> dict[str, float | None]:

@@ -15,20 +15,75 @@ from typing import Any
 # Question families, each with paraphrases that mean the same thing: a semantic cache
 # should answer a paraphrase from the original; an exact cache cannot.
 _FAMILIES = [
-    ["What is the capital of {x}?", "Which city is the capital of {x}?",
-     "Name the capital city of {x}.", "Tell me what the capital of {x} is."],
-    ["How many people live in {x}?", "What is the population of {x}?",
-     "Roughly how many inhabitants does {x} have?", "Give me the population of {x}."],
-    ["What language is spoken in {x}?", "Which language do people in {x} speak?",
-     "What is the main language of {x}?", "Tell me the official language of {x}."],
-    ["What currency does {x} use?", "Which currency is used in {x}?",
-     "What money do they use in {x}?", "Name the currency of {x}."],
-]  # fmt: skip
-_PLACES = ["France", "Japan", "Brazil", "Kenya", "Canada", "Norway", "Peru", "Vietnam",
-           "Egypt", "Chile", "Poland", "Ghana", "Nepal", "Spain", "Mexico", "India", "Italy",
-           "Greece", "Turkey", "Iceland", "Ireland", "Morocco", "Portugal", "Chad"]  # fmt: skip
-_TOPICS = ["rivers", "robots", "bread", "volcanoes", "chess", "tides", "bees", "glass",
-           "trains", "maps", "clocks", "salt", "kites", "owls", "bridges", "tea"]  # fmt: skip
+    [
+        "What is the capital of {x}?",
+        "Which city is the capital of {x}?",
+        "Name the capital city of {x}.",
+        "Tell me what the capital of {x} is.",
+    ],
+    [
+        "How many people live in {x}?",
+        "What is the population of {x}?",
+        "Roughly how many inhabitants does {x} have?",
+        "Give me the population of {x}.",
+    ],
+    [
+        "What language is spoken in {x}?",
+        "Which language do people in {x} speak?",
+        "What is the main language of {x}?",
+        "Tell me the official language of {x}.",
+    ],
+    [
+        "What currency does {x} use?",
+        "Which currency is used in {x}?",
+        "What money do they use in {x}?",
+        "Name the currency of {x}.",
+    ],
+]
+_PLACES = [
+    "France",
+    "Japan",
+    "Brazil",
+    "Kenya",
+    "Canada",
+    "Norway",
+    "Peru",
+    "Vietnam",
+    "Egypt",
+    "Chile",
+    "Poland",
+    "Ghana",
+    "Nepal",
+    "Spain",
+    "Mexico",
+    "India",
+    "Italy",
+    "Greece",
+    "Turkey",
+    "Iceland",
+    "Ireland",
+    "Morocco",
+    "Portugal",
+    "Chad",
+]
+_TOPICS = [
+    "rivers",
+    "robots",
+    "bread",
+    "volcanoes",
+    "chess",
+    "tides",
+    "bees",
+    "glass",
+    "trains",
+    "maps",
+    "clocks",
+    "salt",
+    "kites",
+    "owls",
+    "bridges",
+    "tea",
+]
 SYSTEM_PROMPT = (
     "You are the support assistant of a travel company. Answer in one or two short "
     "sentences, in plain English, without lists. If you are unsure, say so. "
@@ -47,8 +102,12 @@ class WorkloadSpec:
 
 
 def _body(spec: WorkloadSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": spec.model, "messages": messages,
-                            "max_tokens": spec.max_tokens, "temperature": 0}  # fmt: skip
+    body: dict[str, Any] = {
+        "model": spec.model,
+        "messages": messages,
+        "max_tokens": spec.max_tokens,
+        "temperature": 0,
+    }
     if spec.ignore_eos:
         body["ignore_eos"] = True  # vLLM's extension: every reply has max_tokens tokens
     return body
@@ -78,8 +137,10 @@ def _shared_prefix(spec: WorkloadSpec, rng: random.Random) -> Iterator[dict[str,
             family, place = rng.randrange(len(_FAMILIES)), rng.choice(_PLACES)
             asked.append((family, place))
             question = _FAMILIES[family][0].format(x=place)
-        yield _body(spec, [{"role": "system", "content": SYSTEM_PROMPT},
-                           {"role": "user", "content": question}])  # fmt: skip
+        yield _body(
+            spec,
+            [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+        )
 
 
 def _from_file(spec: WorkloadSpec) -> Iterator[dict[str, Any]]:

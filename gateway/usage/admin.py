@@ -6,8 +6,16 @@ from gateway.usage.models import UsageRecord
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["request_id", "team", "model", "status", "prompt_tokens",
-                    "completion_tokens", "cost_micros", "created_at"]  # fmt: skip
+    list_display = [
+        "request_id",
+        "team",
+        "model",
+        "status",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_micros",
+        "created_at",
+    ]
     list_filter = ["status", "model", "team"]
     search_fields = ["request_id"]
 

@@ -61,13 +61,15 @@ def _reclaim_idle_ms() -> int:
     return int(settings.USAGE_RECLAIM_IDLE_S * 1000)
 
 
-def read_batch(client: redis.Redis, consumer: str, reclaim_idle_ms: int | None = None
-               ) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+def read_batch(
+    client: redis.Redis, consumer: str, reclaim_idle_ms: int | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """Events abandoned by dead consumers first, then new ones."""
     if reclaim_idle_ms is None:
         reclaim_idle_ms = _reclaim_idle_ms()
-    reclaimed = client.xautoclaim(STREAM, GROUP, consumer, min_idle_time=reclaim_idle_ms,
-                                  start_id="0-0", count=BATCH_SIZE)  # fmt: skip
+    reclaimed = client.xautoclaim(
+        STREAM, GROUP, consumer, min_idle_time=reclaim_idle_ms, start_id="0-0", count=BATCH_SIZE
+    )
     entries = list(reclaimed[1])
     if not entries:
         fresh = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=BATCH_SIZE)
@@ -77,17 +79,25 @@ def read_batch(client: redis.Redis, consumer: str, reclaim_idle_ms: int | None =
 
 def write_batch(events: list[dict[str, Any]]) -> int:
     """Insert, skipping request ids already recorded (redelivery after a crash)."""
-    teams = set(Team.objects.filter(pk__in={e["team_id"] for e in events})
-                .values_list("pk", flat=True))  # fmt: skip
+    teams = set(
+        Team.objects.filter(pk__in={e["team_id"] for e in events}).values_list("pk", flat=True)
+    )
     for event in events:
         if event["team_id"] not in teams:
-            logger.warning("ledger: dropping %s: team %s was deleted", event["request_id"],
-                           event["team_id"])  # fmt: skip
-    rows = [UsageRecord(**{**event, "created_at": datetime.fromtimestamp(event["created_at"], UTC)})
-            for event in events if event["team_id"] in teams]  # fmt: skip
+            logger.warning(
+                "ledger: dropping %s: team %s was deleted", event["request_id"], event["team_id"]
+            )
+    rows = [
+        UsageRecord(**{**event, "created_at": datetime.fromtimestamp(event["created_at"], UTC)})
+        for event in events
+        if event["team_id"] in teams
+    ]
     with transaction.atomic():
-        known = set(UsageRecord.objects.filter(request_id__in=[r.request_id for r in rows])
-                    .values_list("request_id", flat=True))  # fmt: skip
+        known = set(
+            UsageRecord.objects.filter(request_id__in=[r.request_id for r in rows]).values_list(
+                "request_id", flat=True
+            )
+        )
         fresh = [row for row in rows if row.request_id not in known]
         UsageRecord.objects.bulk_create(fresh, ignore_conflicts=True)
     return len(fresh)

@@ -1,5 +1,5 @@
 """python -m inference.sim --port P --profile NAME [--model NAME] [--time-scale X]
-                           [--fixed-ttft-ms T --fixed-itl-ms I]"""
+[--fixed-ttft-ms T --fixed-itl-ms I]"""
 
 import argparse
 
@@ -15,12 +15,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--profile", choices=sorted(PROFILES), required=True)
     parser.add_argument("--model", help="model name to serve (default: the profile's)")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="run this many times faster than real time")  # fmt: skip
-    parser.add_argument("--fixed-ttft-ms", type=float,
-                        help="fixed latency mode: every request's time to first token")
-    parser.add_argument("--fixed-itl-ms", type=float, default=0.0,
-                        help="fixed latency mode: the gap between tokens")
+    parser.add_argument(
+        "--time-scale", type=float, default=1.0, help="run this many times faster than real time"
+    )
+    parser.add_argument(
+        "--fixed-ttft-ms",
+        type=float,
+        help="fixed latency mode: every request's time to first token",
+    )
+    parser.add_argument(
+        "--fixed-itl-ms", type=float, default=0.0, help="fixed latency mode: the gap between tokens"
+    )
     options = parser.parse_args()
     fixed = None
     if options.fixed_ttft_ms is not None:
@@ -28,8 +33,14 @@ def main() -> None:
     app = build_app(PROFILES[options.profile], options.model, options.time_scale, fixed)
     # handler_cancellation: a client that disconnects cancels its request at once,
     # freeing the sequence slot, as vLLM aborts a request whose stream is closed.
-    web.run_app(app, host=options.host, port=options.port, handler_cancellation=True,
-                access_log=None, print=None)  # fmt: skip
+    web.run_app(
+        app,
+        host=options.host,
+        port=options.port,
+        handler_cancellation=True,
+        access_log=None,
+        print=None,
+    )
 
 
 if __name__ == "__main__":

@@ -125,8 +125,7 @@ class Engine:
             self.waiting.popleft()
             request.shared_blocks, request.private_blocks = list(hits), private
             # vLLM always recomputes at least the last prompt token to produce logits.
-            request.cached_tokens = min(len(hits) * self.profile.block_size,
-                                        request.prompt_len - 1)  # fmt: skip
+            request.cached_tokens = min(len(hits) * self.profile.block_size, request.prompt_len - 1)
             request.prefilled = request.cached_tokens
             self.metrics.prefix_lookup(request.prompt_len, request.cached_tokens)
             self.running.append(request)

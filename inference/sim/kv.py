@@ -46,7 +46,7 @@ class KVBlocks:
         """A prompt is computed: its own full blocks become shareable unless a copy exists.
         Appends what it now shares to `held`; returns how many stopped being private."""
         converted = 0
-        for block in hashes[len(held):]:
+        for block in hashes[len(held) :]:
             if block in self.shared or block in self.evictable:
                 continue
             self.shared[block] = 1

@@ -11,37 +11,86 @@ from prometheus_client import (
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 
 
 class SimMetrics:
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry()
         labels = ["model_name"]
-        self._running = Gauge("vllm:num_requests_running", "Requests running on the GPU",
-                              labels, registry=self.registry)  # fmt: skip
-        self._waiting = Gauge("vllm:num_requests_waiting", "Requests waiting",
-                              labels, registry=self.registry)  # fmt: skip
-        self._kv = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 = full",
-                         labels, registry=self.registry)  # fmt: skip
-        self._queries = Counter("vllm:prefix_cache_queries", "Prompt tokens looked up",
-                                labels, registry=self.registry)  # fmt: skip
-        self._hits = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the cache",
-                             labels, registry=self.registry)  # fmt: skip
-        self._prompt = Counter("vllm:prompt_tokens", "Prompt tokens processed",
-                               labels, registry=self.registry)  # fmt: skip
-        self._generated = Counter("vllm:generation_tokens", "Tokens generated",
-                                  labels, registry=self.registry)  # fmt: skip
-        self._success = Counter("vllm:request_success", "Finished requests",
-                                labels, registry=self.registry)  # fmt: skip
-        self._aborted = Counter("vllm:request_aborted", "Cancelled requests",
-                                labels, registry=self.registry)  # fmt: skip
-        self._ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token",
-                               labels, buckets=_TTFT_BUCKETS, registry=self.registry)  # fmt: skip
+        self._running = Gauge(
+            "vllm:num_requests_running",
+            "Requests running on the GPU",
+            labels,
+            registry=self.registry,
+        )
+        self._waiting = Gauge(
+            "vllm:num_requests_waiting", "Requests waiting", labels, registry=self.registry
+        )
+        self._kv = Gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = full", labels, registry=self.registry
+        )
+        self._queries = Counter(
+            "vllm:prefix_cache_queries", "Prompt tokens looked up", labels, registry=self.registry
+        )
+        self._hits = Counter(
+            "vllm:prefix_cache_hits",
+            "Prompt tokens found in the cache",
+            labels,
+            registry=self.registry,
+        )
+        self._prompt = Counter(
+            "vllm:prompt_tokens", "Prompt tokens processed", labels, registry=self.registry
+        )
+        self._generated = Counter(
+            "vllm:generation_tokens", "Tokens generated", labels, registry=self.registry
+        )
+        self._success = Counter(
+            "vllm:request_success", "Finished requests", labels, registry=self.registry
+        )
+        self._aborted = Counter(
+            "vllm:request_aborted", "Cancelled requests", labels, registry=self.registry
+        )
+        self._ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Time to first token",
+            labels,
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
+        )
         self.model = model_name
-        for metric in (self._running, self._waiting, self._kv, self._queries, self._hits,
-                       self._prompt, self._generated, self._success, self._aborted, self._ttft):
+        for metric in (
+            self._running,
+            self._waiting,
+            self._kv,
+            self._queries,
+            self._hits,
+            self._prompt,
+            self._generated,
+            self._success,
+            self._aborted,
+            self._ttft,
+        ):
             metric.labels(model_name)  # export every series from the start, at zero
 
     def gauges(self, running: int, waiting: int, kv_usage: float) -> None:

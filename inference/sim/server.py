@@ -19,8 +19,7 @@ MODEL = web.AppKey("model", str)
 
 
 def _error(status: int, message: str) -> web.Response:
-    body = {"error": {"message": message, "type": "BadRequestError", "param": None,
-                      "code": status}}  # fmt: skip
+    body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}
     return web.json_response(body, status=status)
 
 
@@ -28,9 +27,15 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if not isinstance(body, dict):
         return "body must be a JSON object"
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
+    if (
+        not isinstance(messages, list)
+        or not messages
+        or not all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str)
+            for m in messages
+        )
     ):
         return "messages must be a non-empty list of {role, content} strings"
     if body.get("model") != model:
@@ -42,17 +47,25 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     return SimRequest(prompt=prompt, output=[]), {"max_tokens": max_tokens, **body}
 
 
-def _chunk(request_id: str, model: str, created: int, delta: dict[str, Any],
-           finish: str | None = None) -> bytes:  # fmt: skip
-    payload = {"id": request_id, "object": "chat.completion.chunk", "created": created,
-               "model": model, "choices": [{"index": 0, "delta": delta,
-                                            "finish_reason": finish}]}  # fmt: skip
+def _chunk(
+    request_id: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None
+) -> bytes:
+    payload = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(payload)}\n\n".encode()
 
 
 def _usage(request: SimRequest) -> dict[str, int]:
-    return {"prompt_tokens": request.prompt_len, "completion_tokens": request.generated,
-            "total_tokens": request.prompt_len + request.generated}  # fmt: skip
+    return {
+        "prompt_tokens": request.prompt_len,
+        "completion_tokens": request.generated,
+        "total_tokens": request.prompt_len + request.generated,
+    }
 
 
 def _finish_reason(request: SimRequest, max_tokens: int) -> str:
@@ -69,9 +82,12 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
     if isinstance(parsed, str):
         return _error(404 if "does not exist" in parsed else 400, parsed)
     request, options = parsed
-    request.output = completion(request.prompt, options["max_tokens"],
-                                engine.profile.mean_output_tokens,
-                                ignore_eos=bool(options.get("ignore_eos")))  # fmt: skip
+    request.output = completion(
+        request.prompt,
+        options["max_tokens"],
+        engine.profile.mean_output_tokens,
+        ignore_eos=bool(options.get("ignore_eos")),
+    )
     engine.submit(request)
     request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     try:
@@ -82,18 +98,35 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
             text.append(token)
     finally:
         engine.cancel(request)  # no-op when finished; frees the slot when the client left
-    return web.json_response({
-        "id": request_id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                     "finish_reason": _finish_reason(request, options["max_tokens"])}],
-        "usage": _usage(request),
-    })  # fmt: skip
+    return web.json_response(
+        {
+            "id": request_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(text)},
+                    "finish_reason": _finish_reason(request, options["max_tokens"]),
+                }
+            ],
+            "usage": _usage(request),
+        }
+    )
 
 
-async def _stream(http: web.Request, request: SimRequest, options: dict[str, Any],
-                  request_id: str, created: int, model: str) -> web.StreamResponse:  # fmt: skip
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})  # fmt: skip
+async def _stream(
+    http: web.Request,
+    request: SimRequest,
+    options: dict[str, Any],
+    request_id: str,
+    created: int,
+    model: str,
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
     await response.prepare(http)
     await response.write(_chunk(request_id, model, created, {"role": "assistant", "content": ""}))
     while (token := await request.tokens.get()) is not None:
@@ -101,8 +134,14 @@ async def _stream(http: web.Request, request: SimRequest, options: dict[str, Any
     finish = _finish_reason(request, options["max_tokens"])
     await response.write(_chunk(request_id, model, created, {}, finish))
     if (options.get("stream_options") or {}).get("include_usage"):
-        usage = {"id": request_id, "object": "chat.completion.chunk", "created": created,
-                 "model": model, "choices": [], "usage": _usage(request)}  # fmt: skip
+        usage = {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": _usage(request),
+        }
         await response.write(f"data: {json.dumps(usage)}\n\n".encode())
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
@@ -111,8 +150,12 @@ async def _stream(http: web.Request, request: SimRequest, options: dict[str, Any
 
 async def models(http: web.Request) -> web.Response:
     model = http.app[MODEL]
-    return web.json_response({"object": "list", "data": [
-        {"id": model, "object": "model", "created": 0, "owned_by": "sluice-sim"}]})  # fmt: skip
+    return web.json_response(
+        {
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "sluice-sim"}],
+        }
+    )
 
 
 async def health(http: web.Request) -> web.Response:
@@ -120,8 +163,9 @@ async def health(http: web.Request) -> web.Response:
 
 
 async def metrics(http: web.Request) -> web.Response:
-    return web.Response(body=http.app[ENGINE].metrics.render(),
-                        content_type="text/plain", charset="utf-8")  # fmt: skip
+    return web.Response(
+        body=http.app[ENGINE].metrics.render(), content_type="text/plain", charset="utf-8"
+    )
 
 
 def build_app(

@@ -30,13 +30,20 @@ REGISTERED_BY = "autoscaler-k8s"
 class KubernetesActuator(Actuator):
     name = "kubernetes"
 
-    def __init__(self, namespace: str = "sluice", port: int = 8000,
-                 name_template: str = "vllm-{name}", api_client: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        namespace: str = "sluice",
+        port: int = 8000,
+        name_template: str = "vllm-{name}",
+        api_client: Any = None,
+    ) -> None:
         try:
             from kubernetes import client, config  # type: ignore[import-untyped]
         except ImportError as exc:
-            raise ActuatorError("the kubernetes actuator needs the `kubernetes` package: "
-                                "pip install -e '.[kubernetes]'") from exc  # fmt: skip
+            raise ActuatorError(
+                "the kubernetes actuator needs the `kubernetes` package: "
+                "pip install -e '.[kubernetes]'"
+            ) from exc
         if api_client is None:
             try:
                 config.load_incluster_config()
@@ -80,14 +87,17 @@ class KubernetesActuator(Actuator):
             patch = {"metadata": {"annotations": {DELETION_COST: "-1000"}}}
             self._call(self.core.patch_namespaced_pod, pod, self.namespace, patch)
         else:
-            logger.warning("worker %s names no pod; Kubernetes picks which pod to remove",
-                           worker.url)  # fmt: skip
+            logger.warning(
+                "worker %s names no pod; Kubernetes picks which pod to remove", worker.url
+            )
         self.scale(name, self.replicas(name) - 1)
         fleet.set_worker_state(worker, Worker.State.DEAD, "scaled down by the autoscaler")
 
     def list_replicas(self, deployment: ModelDeployment) -> list[Replica]:
-        return [Replica(key=pod.metadata.name, url=self._url(pod), alive=_ready(pod))
-                for pod in self._pods(deployment)]  # fmt: skip
+        return [
+            Replica(key=pod.metadata.name, url=self._url(pod), alive=_ready(pod))
+            for pod in self._pods(deployment)
+        ]
 
     def reconcile(self, deployment: ModelDeployment) -> None:
         seen = set()
@@ -98,8 +108,9 @@ class KubernetesActuator(Actuator):
             seen.add(url)
             if not Worker.objects.filter(url=url).exclude(state=Worker.State.DEAD).exists():
                 self._register(deployment, pod, url)
-        for worker in Worker.objects.filter(deployment=deployment, registered_by=REGISTERED_BY
-                                            ).exclude(state=Worker.State.DEAD):  # fmt: skip
+        for worker in Worker.objects.filter(
+            deployment=deployment, registered_by=REGISTERED_BY
+        ).exclude(state=Worker.State.DEAD):
             if worker.url not in seen:
                 fleet.set_worker_state(worker, Worker.State.DEAD, "its pod is gone")
 
@@ -107,11 +118,15 @@ class KubernetesActuator(Actuator):
         warm = self.pending_warm.get(deployment.pk, 0) > 0
         if warm:
             self.pending_warm[deployment.pk] -= 1
-        labels = {"actuator": self.name, "pod": pod.metadata.name,
-                  "spot": (pod.metadata.labels or {}).get(POOL_LABEL) == "spot"}  # fmt: skip
+        labels = {
+            "actuator": self.name,
+            "pod": pod.metadata.name,
+            "spot": (pod.metadata.labels or {}).get(POOL_LABEL) == "spot",
+        }
         state = Worker.State.WARM if warm else Worker.State.STARTING
-        fleet.register_worker(deployment, url, registered_by=REGISTERED_BY, labels=labels,
-                              state=state)  # fmt: skip
+        fleet.register_worker(
+            deployment, url, registered_by=REGISTERED_BY, labels=labels, state=state
+        )
 
     def _pods(self, deployment: ModelDeployment) -> list[Any]:
         selector = f"{LABEL}={self.k8s_name(deployment)}"

@@ -28,8 +28,13 @@ REGISTERED_BY = "autoscaler"
 class LocalProcessActuator(Actuator):
     name = "local"
 
-    def __init__(self, worker: str = "sim", sim_profile: str = "h100-llama3-8b",
-                 sim_time_scale: float = 1.0, host: str = "127.0.0.1") -> None:  # fmt: skip
+    def __init__(
+        self,
+        worker: str = "sim",
+        sim_profile: str = "h100-llama3-8b",
+        sim_time_scale: float = 1.0,
+        host: str = "127.0.0.1",
+    ) -> None:
         if worker not in ("sim", "vllm"):
             raise ValueError("worker must be sim or vllm")
         self.worker, self.sim_profile, self.sim_time_scale = worker, sim_profile, sim_time_scale
@@ -38,10 +43,21 @@ class LocalProcessActuator(Actuator):
 
     def command(self, deployment: ModelDeployment, port: int) -> list[str]:
         if self.worker == "sim":
-            return [sys.executable, "-m", "inference.sim", "--host", self.host,
-                    "--port", str(port), "--profile", self.sim_profile,
-                    "--model", deployment.upstream_model,
-                    "--time-scale", str(self.sim_time_scale)]  # fmt: skip
+            return [
+                sys.executable,
+                "-m",
+                "inference.sim",
+                "--host",
+                self.host,
+                "--port",
+                str(port),
+                "--profile",
+                self.sim_profile,
+                "--model",
+                deployment.upstream_model,
+                "--time-scale",
+                str(self.sim_time_scale),
+            ]
         base: Path = settings.BASE_DIR
         model_dir = embedded.prepared_model_dir(base / "var" / "models")
         python = embedded.worker_python(base)
@@ -56,19 +72,31 @@ class LocalProcessActuator(Actuator):
         env = embedded.worker_env(dict(os.environ)) if self.worker == "vllm" else None
         try:
             with open(log_dir / f"autoscale-{deployment.pk}-{port}.log", "ab") as log:
-                process = subprocess.Popen(self.command(deployment, port), cwd=settings.BASE_DIR,
-                                           stdout=log, stderr=subprocess.STDOUT, env=env,
-                                           start_new_session=True)  # fmt: skip
+                process = subprocess.Popen(
+                    self.command(deployment, port),
+                    cwd=settings.BASE_DIR,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
         except (OSError, embedded.WorkerNotPrepared) as exc:
             raise ActuatorError(f"could not start a {self.worker} worker: {exc}") from exc
         url = f"http://{self.host}:{port}"
         self.processes[url] = process
         fleet.register_worker(
-            deployment, url, registered_by=REGISTERED_BY,
-            labels={"actuator": self.name, "pid": process.pid, "port": port, "spot": spot,
-                    "worker": self.worker},
+            deployment,
+            url,
+            registered_by=REGISTERED_BY,
+            labels={
+                "actuator": self.name,
+                "pid": process.pid,
+                "port": port,
+                "spot": spot,
+                "worker": self.worker,
+            },
             state=Worker.State.WARM if warm else Worker.State.STARTING,
-        )  # fmt: skip
+        )
         return Replica(key=str(process.pid), url=url, alive=True)
 
     def stop_replica(self, worker: Worker) -> None:
@@ -100,25 +128,27 @@ class LocalProcessActuator(Actuator):
             logger.warning("pid %s no longer runs worker %s; not signalled", pid, worker.url)
 
     def _ours(self, deployment: ModelDeployment) -> list[Worker]:
-        return list(Worker.objects.filter(deployment=deployment, registered_by=REGISTERED_BY,
-                                          labels__actuator=self.name)
-                    .exclude(state=Worker.State.DEAD))  # fmt: skip
+        return list(
+            Worker.objects.filter(
+                deployment=deployment, registered_by=REGISTERED_BY, labels__actuator=self.name
+            ).exclude(state=Worker.State.DEAD)
+        )
 
     def list_replicas(self, deployment: ModelDeployment) -> list[Replica]:
         replicas = []
         for worker in self._ours(deployment):
             process = self.processes.get(worker.url)
             alive = process.poll() is None if process else _pid_alive(worker.labels.get("pid"))
-            replicas.append(Replica(key=str(worker.labels.get("pid")), url=worker.url,
-                                    alive=alive))  # fmt: skip
+            replicas.append(Replica(key=str(worker.labels.get("pid")), url=worker.url, alive=alive))
         return replicas
 
     def reconcile(self, deployment: ModelDeployment) -> None:
         """A replica whose process has exited is dead (crashed, or killed by the OS)."""
         for worker in self._ours(deployment):
             process = self.processes.get(worker.url)
-            exited = process.poll() is not None if process else not _pid_alive(
-                worker.labels.get("pid"))  # fmt: skip
+            exited = (
+                process.poll() is not None if process else not _pid_alive(worker.labels.get("pid"))
+            )
             if exited:
                 self.processes.pop(worker.url, None)
                 fleet.set_worker_state(worker, Worker.State.DEAD, "its process exited")

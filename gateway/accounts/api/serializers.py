@@ -12,9 +12,7 @@ class RejectUnknownFieldsMixin(serializers.Serializer):  # type: ignore[type-arg
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         unknown = set(self.initial_data) - set(self.fields)
         if unknown:
-            raise serializers.ValidationError(
-                {name: "Unknown field." for name in sorted(unknown)}
-            )
+            raise serializers.ValidationError({name: "Unknown field." for name in sorted(unknown)})
         return attrs
 
 

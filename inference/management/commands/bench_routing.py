@@ -20,8 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--policies", default="round_robin,least_loaded,prefix_aware")
         parser.add_argument("--workers", type=int, default=4)
         parser.add_argument("--profile", choices=sorted(PROFILES), default="a10g-llama3-8b")
-        parser.add_argument("--max-in-flight", type=int,
-                            help="per worker (default: the profile's max_num_seqs)")
+        parser.add_argument(
+            "--max-in-flight", type=int, help="per worker (default: the profile's max_num_seqs)"
+        )
         for name, value in vars(defaults).items():
             parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
 
@@ -32,8 +33,9 @@ class Command(BaseCommand):
             raise SystemExit(f"unknown policies {unknown}; choose from {sorted(POLICIES)}")
         workload = Workload(**{name: options[name] for name in vars(Workload())})
         self.stdout.write(f"{options['workers']} x {options['profile']}, {workload}\n")
-        results = compare(policies, workload, options["workers"], options["profile"],
-                          options["max_in_flight"])  # fmt: skip
+        results = compare(
+            policies, workload, options["workers"], options["profile"], options["max_in_flight"]
+        )
         self.stdout.write(table(results, workload))
         p99 = summary(results, workload)
         if "prefix_aware" in p99:

@@ -11,24 +11,31 @@ from scaling.autoscale_settings import actuator_from_settings, tick_seconds
 
 
 class Command(BaseCommand):
-    help = ("Run the autoscaler loop: each tick, if this process holds the Redis lease, "
-            "decide for every enabled AutoscalePolicy, record why, and actuate.")  # fmt: skip
+    help = (
+        "Run the autoscaler loop: each tick, if this process holds the Redis lease, "
+        "decide for every enabled AutoscalePolicy, record why, and actuate."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--once", action="store_true", help="one tick, then exit")
         parser.add_argument("--tick", type=float, help="seconds between ticks (default 15)")
-        parser.add_argument("--actuator", choices=["local", "kubernetes"],
-                            help="default: AUTOSCALE_ACTUATOR or local")  # fmt: skip
-        parser.add_argument("--worker", choices=["sim", "vllm"],
-                            help="local actuator: what to start (default sim)")  # fmt: skip
+        parser.add_argument(
+            "--actuator",
+            choices=["local", "kubernetes"],
+            help="default: AUTOSCALE_ACTUATOR or local",
+        )
+        parser.add_argument(
+            "--worker", choices=["sim", "vllm"], help="local actuator: what to start (default sim)"
+        )
         parser.add_argument("--sim-profile", default="h100-llama3-8b")
         parser.add_argument("--namespace", help="kubernetes actuator: the namespace")
 
     def handle(self, *args: Any, **options: Any) -> None:
         kind = options["actuator"]
         if kind == "local" and options["worker"]:
-            actuator = build_actuator("local", worker=options["worker"],
-                                      sim_profile=options["sim_profile"])  # fmt: skip
+            actuator = build_actuator(
+                "local", worker=options["worker"], sim_profile=options["sim_profile"]
+            )
         elif kind == "kubernetes" and options["namespace"]:
             actuator = build_actuator("kubernetes", namespace=options["namespace"])
         else:

@@ -77,8 +77,9 @@ class Score:
         return self.pairs[tier, tier] / labelled if labelled else 0.0
 
 
-def evaluate(rows: Iterable[LabelledPrompt],
-             classifier: TierClassifier = default_classifier) -> Score:  # fmt: skip
+def evaluate(
+    rows: Iterable[LabelledPrompt], classifier: TierClassifier = default_classifier
+) -> Score:
     score = Score()
     for row in rows:
         request = TierRequest([{"role": "user", "content": row.prompt}])
@@ -102,8 +103,10 @@ def report(name: str, score: Score) -> list[str]:
     """The figures for one set of rows, as Markdown-friendly lines."""
     pairs, total = score.pairs, score.total
     right = pairs["small", "small"] + pairs["large", "large"]
-    lines = [f"{name}: {total} prompts, accuracy {score.accuracy:.1%} ({right}/{total})",
-             "  confusion (rows: label, columns: predicted)   small   large"]  # fmt: skip
+    lines = [
+        f"{name}: {total} prompts, accuracy {score.accuracy:.1%} ({right}/{total})",
+        "  confusion (rows: label, columns: predicted)   small   large",
+    ]
     for label in ROUTED_TIERS:
         lines.append(f"  {label:<44} {pairs[label, 'small']:>6}  {pairs[label, 'large']:>6}")
     for tier in ROUTED_TIERS:
@@ -117,8 +120,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--file", type=Path, default=DATA_FILE)
-        parser.add_argument("--show-errors", choices=["none", "tune", "all"], default="none",
-                            help="list the misclassified prompts of that set")  # fmt: skip
+        parser.add_argument(
+            "--show-errors",
+            choices=["none", "tune", "all"],
+            default="none",
+            help="list the misclassified prompts of that set",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -134,5 +141,6 @@ class Command(BaseCommand):
         shown = options["show_errors"]
         for row, predicted in scores["all"].errors if shown != "none" else []:
             if shown == "all" or row.set == shown:
-                self.stdout.write(f"[{row.set}] label {row.label}, predicted {predicted}: "
-                                  f"{row.prompt[:100]!r}")  # fmt: skip
+                self.stdout.write(
+                    f"[{row.set}] label {row.label}, predicted {predicted}: {row.prompt[:100]!r}"
+                )

@@ -53,8 +53,10 @@ class Command(BaseCommand):
         queries = [p.b for p in pairs][: options["queries"]]
         started = time.perf_counter()
         await self._fill(embedder, stored)
-        self.stdout.write(f"stored {len(stored)} questions in one vector set in "
-                          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        self.stdout.write(
+            f"stored {len(stored)} questions in one vector set in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
         self.stdout.write("| concurrency | lookups/s | embed P50 | P50 | P99 | hits |")
         self.stdout.write("|---|---|---|---|---|---|")
         for level in [int(c) for c in options["concurrency"].split(",")]:
@@ -64,7 +66,7 @@ class Command(BaseCommand):
         budget = eviction.Budget("bench", 2**40)
         reply = CachedReply("a cached reply of typical length " * 8, "stop", 20, 64)
         for start in range(0, len(questions), 64):
-            batch = questions[start:start + 64]
+            batch = questions[start : start + 64]
             for question, vector in zip(batch, embedder.embed_batch(batch), strict=True):
                 slot = semantic.SemanticSlot.of(CONTEXT, question, vector)
                 await semantic.store(slot, reply, budget, 3600, 1)
@@ -92,10 +94,14 @@ class Command(BaseCommand):
         elapsed = time.perf_counter() - began
         self.stdout.write(
             f"| {level} | {len(total_s) / elapsed:.0f} | {_ms(embed_s, 50)} | "
-            f"{_ms(total_s, 50)} | {_ms(total_s, 99)} | {hits}/{len(total_s)} |")
+            f"{_ms(total_s, 50)} | {_ms(total_s, 99)} | {hits}/{len(total_s)} |"
+        )
 
 
 def _ms(samples: list[float], percentile: int) -> str:
-    cut = statistics.quantiles(samples, n=100, method="inclusive")[percentile - 1] \
-        if percentile < 100 else max(samples)
+    cut = (
+        statistics.quantiles(samples, n=100, method="inclusive")[percentile - 1]
+        if percentile < 100
+        else max(samples)
+    )
     return f"{cut * 1000:.2f} ms"

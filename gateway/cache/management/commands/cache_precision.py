@@ -17,22 +17,33 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--thresholds", default=THRESHOLDS)
-        parser.add_argument("--model-file", default="model.onnx",
-                            help="model-fp32.onnx: the float32 model, for comparison")
+        parser.add_argument(
+            "--model-file",
+            default="model.onnx",
+            help="model-fp32.onnx: the float32 model, for comparison",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         thresholds = [float(t) for t in options["thresholds"].split(",")]
         embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR, model_file=options["model_file"])
-        datasets = {"STS-B train+dev": evaluation.sts_b_pairs(),
-                    "adversarial": evaluation.adversarial_pairs()}  # fmt: skip
+        datasets = {
+            "STS-B train+dev": evaluation.sts_b_pairs(),
+            "adversarial": evaluation.adversarial_pairs(),
+        }
         for name, pairs in datasets.items():
             positives = sum(p.same_meaning for p in pairs)
-            self.stdout.write(f"\n{name}: {len(pairs)} pairs, {positives} with the same "
-                              f"meaning (STS >= {evaluation.POSITIVE_STS} or labelled)\n")
-            self.stdout.write("| threshold | verify | precision | recall | true hits | "
-                              "false hits |\n|---|---|---|---|---|---|")  # fmt: skip
+            self.stdout.write(
+                f"\n{name}: {len(pairs)} pairs, {positives} with the same "
+                f"meaning (STS >= {evaluation.POSITIVE_STS} or labelled)\n"
+            )
+            self.stdout.write(
+                "| threshold | verify | precision | recall | true hits | "
+                "false hits |\n|---|---|---|---|---|---|"
+            )
             cosines = evaluation.similarities(embedder, pairs)
             for row in evaluation.score(pairs, cosines, thresholds):
-                self.stdout.write(f"| {row.threshold:.2f} | {'on' if row.verified else 'off'} "
-                                  f"| {row.precision:.3f} | {row.recall:.3f} | "
-                                  f"{row.true_hits} | {row.false_hits} |")  # fmt: skip
+                self.stdout.write(
+                    f"| {row.threshold:.2f} | {'on' if row.verified else 'off'} "
+                    f"| {row.precision:.3f} | {row.recall:.3f} | "
+                    f"{row.true_hits} | {row.false_hits} |"
+                )

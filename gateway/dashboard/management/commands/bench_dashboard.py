@@ -9,8 +9,10 @@ from gateway.dashboard.rollup import backfill
 
 
 class Command(BaseCommand):
-    help = ("Insert synthetic usage records (default 1,000,000 over 30 days), roll them up and "
-            "time every dashboard page for the hour, day and month views.")  # fmt: skip
+    help = (
+        "Insert synthetic usage records (default 1,000,000 over 30 days), roll them up and "
+        "time every dashboard page for the hour, day and month views."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--records", type=int, default=1_000_000)
@@ -26,10 +28,15 @@ class Command(BaseCommand):
         now = bench.now_utc()
         step = self._step
         teams, models = bench.make_world(o["teams"], o["models"])
-        step(f"insert {o['records']:,} usage records", lambda: bench.insert_usage(
-            bench.usage_rows(o["records"], teams, models, o["keys"], o["days"], now)))
-        step("insert fleet samples and decisions",
-             lambda: bench.insert_fleet(models, o["days"], now))
+        step(
+            f"insert {o['records']:,} usage records",
+            lambda: bench.insert_usage(
+                bench.usage_rows(o["records"], teams, models, o["keys"], o["days"], now)
+            ),
+        )
+        step(
+            "insert fleet samples and decisions", lambda: bench.insert_fleet(models, o["days"], now)
+        )
         if connection.vendor == "postgresql":
             step("ANALYZE", lambda: connection.cursor().execute("ANALYZE") and None)
         step(f"roll up {o['days']} days (backfill)", lambda: backfill(o["days"] * 24 + 1, now))

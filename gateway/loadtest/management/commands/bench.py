@@ -59,14 +59,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         target = parser.add_argument_group("target")
-        target.add_argument("--url", default="http://127.0.0.1:8000/v1",
-                            help="API base URL (default: a local `make run`)")
-        target.add_argument("--api-key", default=os.environ.get("SLUICE_API_KEY", ""),
-                            help="bearer key (default: $SLUICE_API_KEY)")
+        target.add_argument(
+            "--url",
+            default="http://127.0.0.1:8000/v1",
+            help="API base URL (default: a local `make run`)",
+        )
+        target.add_argument(
+            "--api-key",
+            default=os.environ.get("SLUICE_API_KEY", ""),
+            help="bearer key (default: $SLUICE_API_KEY)",
+        )
         target.add_argument("--model", default="smollm2-135m-instruct")
         target.add_argument("--label", default="target", help="name of --url in the reports")
-        target.add_argument("--compare", metavar="URL",
-                            help="run every level against this endpoint too, interleaved")
+        target.add_argument(
+            "--compare",
+            metavar="URL",
+            help="run every level against this endpoint too, interleaved",
+        )
         target.add_argument("--compare-api-key", default="")
         target.add_argument("--compare-model", help="model name there (default: --model)")
         target.add_argument("--compare-label", default="compare")
@@ -78,24 +87,40 @@ class Command(BaseCommand):
 
     def _load_arguments(self, parser: ArgumentParser) -> None:
         load = parser.add_argument_group("load")
-        load.add_argument("--concurrency", default="1,5,10,20,50,100",
-                          help="closed-loop levels (comma-separated)")
+        load.add_argument(
+            "--concurrency", default="1,5,10,20,50,100", help="closed-loop levels (comma-separated)"
+        )
         load.add_argument("--rate", help="open-loop arrival rates per second instead")
         load.add_argument("--arrivals", choices=["poisson", "bursty"], default="poisson")
         load.add_argument("--requests", type=int, help="requests per level (default 100)")
         load.add_argument("--duration", type=float, help="seconds per level instead")
         load.add_argument("--stream", action="store_true", default=True)
         load.add_argument("--no-stream", dest="stream", action="store_false")
-        load.add_argument("--workload", default="unique",
-                          help="unique, shared-prefix, or a JSONL file of request bodies")
-        load.add_argument("--repeat-share", type=float, default=0.3,
-                          help="shared-prefix: share of exact repeats of earlier questions")
-        load.add_argument("--paraphrase-share", type=float, default=0.2,
-                          help="shared-prefix: share of paraphrases of earlier questions")
+        load.add_argument(
+            "--workload",
+            default="unique",
+            help="unique, shared-prefix, or a JSONL file of request bodies",
+        )
+        load.add_argument(
+            "--repeat-share",
+            type=float,
+            default=0.3,
+            help="shared-prefix: share of exact repeats of earlier questions",
+        )
+        load.add_argument(
+            "--paraphrase-share",
+            type=float,
+            default=0.2,
+            help="shared-prefix: share of paraphrases of earlier questions",
+        )
         load.add_argument("--max-tokens", type=int, default=64)
-        load.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                          help="let replies end early (by default every reply has "
-                               "--max-tokens tokens, via vLLM's ignore_eos)")
+        load.add_argument(
+            "--no-ignore-eos",
+            dest="ignore_eos",
+            action="store_false",
+            help="let replies end early (by default every reply has "
+            "--max-tokens tokens, via vLLM's ignore_eos)",
+        )
         load.add_argument("--timeout", type=float, default=300.0, help="per request, seconds")
         load.add_argument("--seed", type=int, default=0)
 
@@ -104,60 +129,117 @@ class Command(BaseCommand):
         levels = _numbers(options["rate"] if open_mode else options["concurrency"])
         if options["requests"] is None and options["duration"] is None:
             options["requests"] = 100
-        endpoints = [Endpoint(options["url"].rstrip("/"), options["api_key"], options["model"],
-                              options["label"])]  # fmt: skip
+        endpoints = [
+            Endpoint(
+                options["url"].rstrip("/"), options["api_key"], options["model"], options["label"]
+            )
+        ]
         if options["compare"]:
-            endpoints.append(Endpoint(options["compare"].rstrip("/"), options["compare_api_key"],
-                                      options["compare_model"] or options["model"],
-                                      options["compare_label"]))  # fmt: skip
+            endpoints.append(
+                Endpoint(
+                    options["compare"].rstrip("/"),
+                    options["compare_api_key"],
+                    options["compare_model"] or options["model"],
+                    options["compare_label"],
+                )
+            )
         summaries = asyncio.run(self._sweep(endpoints, levels, open_mode, options))
         self._report(summaries, endpoints, open_mode, options)
 
-    async def _sweep(self, endpoints: list[Endpoint], levels: list[float], open_mode: bool,
-                     options: dict[str, Any]) -> list[LevelSummary]:  # fmt: skip
+    async def _sweep(
+        self,
+        endpoints: list[Endpoint],
+        levels: list[float],
+        open_mode: bool,
+        options: dict[str, Any],
+    ) -> list[LevelSummary]:
         summaries = []
         stop = Stop(options["requests"], options["duration"])
         for index, level in enumerate(levels):
             for endpoint in endpoints:  # interleaved: drift on the host hits both alike
-                spec = WorkloadSpec(options["workload"], endpoint.model, options["max_tokens"],
-                                    options["repeat_share"], options["paraphrase_share"],
-                                    options["ignore_eos"], options["seed"] + index)  # fmt: skip
+                spec = WorkloadSpec(
+                    options["workload"],
+                    endpoint.model,
+                    options["max_tokens"],
+                    options["repeat_share"],
+                    options["paraphrase_share"],
+                    options["ignore_eos"],
+                    options["seed"] + index,
+                )
                 try:
                     bodies = requests_for(spec)
                 except (OSError, ValueError) as exc:
                     raise CommandError(f"workload: {exc}") from None
                 what = "rate" if open_mode else "c"
-                bar = ProgressBar(f"{endpoint.label} {what}={level:g}", stop.requests,
-                                  not options["quiet"])  # fmt: skip
-                outcomes, elapsed = await self._level(endpoint, bodies, level, open_mode, stop,
-                                                      options, bar)  # fmt: skip
+                bar = ProgressBar(
+                    f"{endpoint.label} {what}={level:g}", stop.requests, not options["quiet"]
+                )
+                outcomes, elapsed = await self._level(
+                    endpoint, bodies, level, open_mode, stop, options, bar
+                )
                 bar.finish()
-                summaries.append(summarize(endpoint.label, level, "open" if open_mode
-                                           else "closed", outcomes, elapsed))  # fmt: skip
+                summaries.append(
+                    summarize(
+                        endpoint.label, level, "open" if open_mode else "closed", outcomes, elapsed
+                    )
+                )
         return summaries
 
-    async def _level(self, endpoint: Endpoint, bodies: Any, level: float, open_mode: bool,
-                     stop: Stop, options: dict[str, Any],
-                     bar: ProgressBar) -> tuple[list[Outcome], float]:  # fmt: skip
+    async def _level(
+        self,
+        endpoint: Endpoint,
+        bodies: Any,
+        level: float,
+        open_mode: bool,
+        stop: Stop,
+        options: dict[str, Any],
+        bar: ProgressBar,
+    ) -> tuple[list[Outcome], float]:
         if open_mode:
-            return await open_loop(endpoint, bodies, level, options["arrivals"], stop,
-                                   options["stream"], options["timeout"], bar,
-                                   options["seed"])  # fmt: skip
-        return await closed_loop(endpoint, bodies, int(level), stop, options["stream"],
-                                 options["timeout"], bar)  # fmt: skip
+            return await open_loop(
+                endpoint,
+                bodies,
+                level,
+                options["arrivals"],
+                stop,
+                options["stream"],
+                options["timeout"],
+                bar,
+                options["seed"],
+            )
+        return await closed_loop(
+            endpoint, bodies, int(level), stop, options["stream"], options["timeout"], bar
+        )
 
-    def _report(self, summaries: list[LevelSummary], endpoints: list[Endpoint],
-                open_mode: bool, options: dict[str, Any]) -> None:  # fmt: skip
+    def _report(
+        self,
+        summaries: list[LevelSummary],
+        endpoints: list[Endpoint],
+        open_mode: bool,
+        options: dict[str, Any],
+    ) -> None:
         self.stdout.write(report.table(summaries))
         pairs = []
         if len(endpoints) == 2:
             pairs = list(zip(summaries[0::2], summaries[1::2], strict=True))
             self.stdout.write(f"\n{endpoints[0].label} against {endpoints[1].label}:")
             self.stdout.write(report.comparison_table(pairs))
-        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()
-                    if k not in ("api_key", "compare_api_key", "verbosity", "settings",
-                                 "pythonpath", "traceback", "no_color", "force_color",
-                                 "skip_checks")}  # fmt: skip
+        settings = {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in options.items()
+            if k
+            not in (
+                "api_key",
+                "compare_api_key",
+                "verbosity",
+                "settings",
+                "pythonpath",
+                "traceback",
+                "no_color",
+                "force_color",
+                "skip_checks",
+            )
+        }
         settings["mode"] = "open" if open_mode else "closed"
         doc = report.document(settings, summaries, pairs)
         if options["json"]:
