@@ -72,6 +72,7 @@ test: $(DEV_DEPS) $(MODEL) $(EMBEDDER) $(CHROMIUM) lint typecheck pytest
 lint: $(DEV_DEPS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/mypy .

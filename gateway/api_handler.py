@@ -8,7 +8,7 @@ millisecond per request before the view runs, all of it in thread hops:
 - the request_started/finished signals run their sync receivers (database connection
   upkeep) in a thread.
 The /v1/ views are async and do their own authentication; their few database reads (on
-cache misses) go through gateway.db.database_read, which does the connection upkeep around
+cache misses) go through foundation.db.database_read, which does the connection upkeep around
 each read instead. They build no absolute URLs, so the Host check CommonMiddleware would
 trigger is not needed either. Everything else keeps the full stack.
 """

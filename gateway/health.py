@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from gateway.redis_clients import REDIS_FAILURES, async_redis
+from foundation.redis_clients import REDIS_FAILURES, async_redis
 from inference.snapshot import fleet_view
 
 logger = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gateway import embedded_redis
+from foundation import embedded_redis
 from gateway.supervisor import Supervisor
-from inference import embedded
+from inference import worker_command
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 300.0  # vLLM on two CPU cores takes a minute or more to start
@@ -121,20 +121,20 @@ def start_model_worker(supervisor: Supervisor, env: dict[str, str]) -> None:
     """Start the embedded vLLM worker; returns its base URL (registered via SLUICE_WORKERS)."""
     models_dir = Path(os.environ.get("SLUICE_MODELS_DIR", BASE_DIR / "var" / "models"))
     try:
-        model_dir = embedded.prepared_model_dir(models_dir)
-    except embedded.WorkerNotPrepared as exc:
+        model_dir = worker_command.prepared_model_dir(models_dir)
+    except worker_command.WorkerNotPrepared as exc:
         fail(str(exc))
     port = embedded_redis.free_port()
-    device = embedded.detect_device()
-    python = embedded.worker_python(BASE_DIR)
+    device = worker_command.detect_device()
+    python = worker_command.worker_python(BASE_DIR)
     supervisor.start(
         "vllm",
-        embedded.worker_command(python, str(model_dir), port, device),
-        embedded.worker_env(env),
+        worker_command.worker_command(python, str(model_dir), port, device),
+        worker_command.worker_env(env),
     )
     url = f"http://127.0.0.1:{port}"
     workers = [w for w in env.get("SLUICE_WORKERS", "").split(",") if w]
-    env["SLUICE_WORKERS"] = ",".join([*workers, f"{embedded.EMBEDDED_MODEL}@{url}"])
+    env["SLUICE_WORKERS"] = ",".join([*workers, f"{worker_command.EMBEDDED_MODEL}@{url}"])
     print(
         f"sluice: starting the {device} model worker at {url} (about a minute on CPU)…", flush=True
     )

@@ -10,8 +10,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from gateway.channel_layer import channel_layers_for
-from gateway.env import env_bool, env_float, env_int, env_list, env_str, read_recorded
+from foundation.channel_layer import channel_layers_for
+from foundation.env import env_bool, env_float, env_int, env_list, env_str, read_recorded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SLUICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -48,9 +48,9 @@ INSTALLED_APPS = [
     "channels",
     "gateway.accounts",
     "gateway.usage",
-    "gateway.cache",
+    "caching",
     "gateway.chat",
-    "gateway.loadtest",
+    "bench",
     "gateway.dashboard",
     "inference",
     "scaling",
@@ -99,12 +99,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # is deliberately no fallback to localhost:6379.
 REDIS_URL = env_str("REDIS_URL") or read_recorded(VAR_DIR / "redis.url")
 CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
-# The exact response cache (gateway/cache/exact.py): deterministic requests only.
+# The exact response cache (caching/exact.py): deterministic requests only.
 CACHE_EXACT_ENABLED = env_bool("CACHE_EXACT_ENABLED", True)
 CACHE_EXACT_TTL_S = env_int("CACHE_EXACT_TTL_S", 3600, minimum=1)
 CACHE_EXACT_MAX_TTL_S = env_int("CACHE_EXACT_MAX_TTL_S", 7 * 24 * 3600, minimum=1)
 CACHE_EXACT_MAX_ENTRY_BYTES = env_int("CACHE_EXACT_MAX_ENTRY_BYTES", 256 * 1024, minimum=1)
-# The semantic cache (gateway/cache/semantic.py). These and the above are the defaults a
+# The semantic cache (caching/semantic.py). These and the above are the defaults a
 # CachePolicy row (admin: per team, or global) overrides.
 CACHE_SEMANTIC_ENABLED = env_bool("CACHE_SEMANTIC_ENABLED", True)
 CACHE_SEMANTIC_TTL_S = env_int("CACHE_SEMANTIC_TTL_S", 3600, minimum=1)
@@ -122,7 +122,7 @@ REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 64, minimum=1)
 
-# Its socket timeout outlasts channels-redis's blocking pop (gateway/channel_layer.py says why).
+# Its socket timeout outlasts channels-redis's blocking pop (foundation/channel_layer.py says why).
 CHANNEL_LAYERS = channel_layers_for(REDIS_URL, REDIS_CONNECT_TIMEOUT_S)
 
 CELERY_BROKER_URL = REDIS_URL
@@ -201,7 +201,7 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     # dashboard/vendor/plotly.min.js, straight from the installed plotly package (no CDN).
-    "gateway.dashboard.finders.PlotlyFinder",
+    "gateway.dashboard.plotly_static_finder.PlotlyFinder",
 ]
 
 # Dashboard rollups (gateway/dashboard/rollup.py): each 30 s run recomputes this many

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from gateway import health
-from gateway.api.metrics import metrics
+from gateway.api.metrics_view import metrics
 from gateway.chat.views import chat_page
 
 urlpatterns = [

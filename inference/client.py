@@ -12,14 +12,10 @@ import json
 import logging
 import weakref
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
 import aiohttp
 from django.conf import settings
-
-from inference.dispatch import Dispatcher, Lease, NoHealthyWorker, Priority
-from scaling.routing import RouteContext
 
 logger = logging.getLogger(__name__)
 _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
@@ -122,9 +118,11 @@ async def _open(
         raise
 
 
-async def stream_from_worker(lease: Lease, body: dict[str, Any]) -> AsyncGenerator[Chunk, None]:
-    url = lease.worker.url
-    payload = {**body, "model": lease.worker.upstream_model, "stream": True}
+async def stream_from_worker(
+    url: str, upstream_model: str, body: dict[str, Any]
+) -> AsyncGenerator[Chunk, None]:
+    """Stream one request from one worker (its own model name replaces ours)."""
+    payload = {**body, "model": upstream_model, "stream": True}
     response, first, chunks = await _open(url, payload)
     finished = False
     try:
@@ -140,45 +138,3 @@ async def stream_from_worker(lease: Lease, body: dict[str, Any]) -> AsyncGenerat
             response.release()  # back to the pool: no new TCP connection per request
         else:
             response.close()  # mid-stream: drops the connection, so vLLM aborts the request
-
-
-async def stream_completion(
-    dispatcher: Dispatcher,
-    deployment: str,
-    body: dict[str, Any],
-    priority: Priority = Priority.INTERACTIVE,
-    route: RouteContext | None = None,
-) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
-    """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
-
-    route: the request's RouteContext, so the deployment's routing policy picks the
-    worker (each retry too, among the workers not yet tried)."""
-    tried: set[str] = set()
-    failure: UpstreamError | None = None
-    for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
-        try:
-            lease = await dispatcher.acquire(
-                deployment, priority, exclude=frozenset(tried), route=route
-            )
-        except NoHealthyWorker:
-            if failure is not None and tried:
-                raise failure from None  # the real reason beats "no other worker left"
-            raise
-        started = False
-        try:
-            # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
-            async with aclosing(stream_from_worker(lease, body)) as chunks:
-                async for chunk in chunks:
-                    started = True
-                    yield lease, chunk
-            return
-        except UpstreamError as exc:
-            if started or not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
-                raise
-            failure = exc
-            tried.add(lease.worker.url)
-            logger.warning(
-                "retrying on another worker before the first token: %s (%s)", exc, lease.worker.url
-            )
-        finally:
-            dispatcher.release(lease)

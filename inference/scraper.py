@@ -14,7 +14,7 @@ import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from gateway.redis_clients import async_redis
+from foundation.redis_clients import async_redis
 from inference import fleet
 from inference.models import Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView

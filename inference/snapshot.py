@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from django.conf import settings
 
-from gateway.redis_clients import async_redis
+from foundation.redis_clients import async_redis
 
 SNAPSHOT_KEY = "sluice:fleet:workers"
 

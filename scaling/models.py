@@ -1,7 +1,7 @@
 """Autoscaling policy (one per deployment, every threshold editable in the admin) and the
 record of every decision the autoscaler takes, for the dashboard.
 
-The decision logic itself is pure and lives in scaling/autoscaler.py; these rows are its
+The decision logic itself is pure and lives in scaling/autoscale/decide.py; these rows are its
 inputs and its diary.
 """
 

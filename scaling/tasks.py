@@ -8,9 +8,9 @@ Celery worker are tied to that worker's host.
 
 from celery import shared_task
 
-from gateway.redis_clients import sync_redis
-from scaling.autoscale_loop import AutoscaleLoop
-from scaling.autoscale_settings import actuator_from_settings, tick_seconds
+from foundation.redis_clients import sync_redis
+from scaling.autoscale.config import actuator_from_settings, tick_seconds
+from scaling.autoscale.loop import AutoscaleLoop
 
 _loop: AutoscaleLoop | None = None
 

@@ -15,12 +15,12 @@ from channels.layers import channel_layers
 from django.db import connection
 from openai.types.chat import ChatCompletionMessageParam
 
-from gateway import embedded_redis
+from foundation import embedded_redis
+from foundation.channel_layer import channel_layers_for
+from foundation.redis_clients import reset_clients
 from gateway.accounts import authentication
 from gateway.accounts.records import key_records, team_limits
-from gateway.api.deployments import catalog
-from gateway.channel_layer import channel_layers_for
-from gateway.redis_clients import reset_clients
+from inference.deployments import catalog
 from inference.snapshot import fleet_view
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from gateway.embedded_redis import free_port
+from foundation.embedded_redis import free_port
 from tests.conftest import REPO_ROOT, child_env
 from tests.sims import wait_until_answers
 

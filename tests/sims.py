@@ -5,7 +5,7 @@ import sys
 import time
 import urllib.request
 
-from gateway.embedded_redis import free_port
+from foundation.embedded_redis import free_port
 from tests.conftest import REPO_ROOT
 
 

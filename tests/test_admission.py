@@ -7,6 +7,8 @@ import time
 import pytest
 from asgiref.sync import async_to_sync
 
+from foundation.embedded_redis import free_port
+from foundation.redis_clients import reset_clients
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import (
     AdmissionRequest,
@@ -18,8 +20,6 @@ from gateway.accounts.quotas import (
     reconcile,
 )
 from gateway.accounts.records import QuotaLimits
-from gateway.embedded_redis import free_port
-from gateway.redis_clients import reset_clients
 from tests.conftest import child_env, start_worker
 
 admit_sync = async_to_sync(admit)

@@ -175,9 +175,9 @@ def test_a_deleted_key_stops_working(team, django_capture_on_commit_callbacks):
 
 
 def test_unknown_ids_do_not_grow_the_process_cache_without_bound(team, monkeypatch):
-    from gateway.accounts import records
+    from foundation import record_cache
 
-    monkeypatch.setattr(records, "LOCAL_CACHE_MAX_ENTRIES", 5)
+    monkeypatch.setattr(record_cache, "LOCAL_CACHE_MAX_ENTRIES", 5)
     for _ in range(20):
         with pytest.raises(AuthenticationFailed):
             authenticate(new_key().plaintext, "inference")

@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference.models import ModelDeployment
-from scaling.autoscale_pool import drained
-from scaling.autoscale_replay import AutoscalerController, replay
-from scaling.autoscale_sim import FleetModel
-from scaling.autoscale_trace import Demand, load_trace, trace_path
-from scaling.autoscale_types import (
+from scaling.autoscale.decide import decide
+from scaling.autoscale.forecast import Forecaster, bucket_start, level_and_trend
+from scaling.autoscale.pool import drained
+from scaling.autoscale.types import (
     DRAINING,
     READY,
     STARTING,
@@ -25,9 +24,10 @@ from scaling.autoscale_types import (
     Sample,
     WorkerState,
 )
-from scaling.autoscaler import decide
-from scaling.forecast import Forecaster, bucket_start, level_and_trend
 from scaling.models import AutoscalePolicy
+from scaling.replay.analytical_fleet import FleetModel
+from scaling.replay.simulated import AutoscalerController, replay
+from scaling.replay.traces import Demand, load_trace, trace_path
 
 NOW = 1_000_000.0
 POLICY = PolicySpec(

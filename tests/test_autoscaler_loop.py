@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from gateway.embedded_redis import free_port
-from gateway.redis_clients import sync_redis
+from foundation.embedded_redis import free_port
+from foundation.redis_clients import sync_redis
 from inference import fleet
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
-from scaling.actuators import Actuator, Replica
-from scaling.autoscale_loop import AutoscaleLoop, LeaderLock
+from scaling.autoscale.actuators import Actuator, Replica
+from scaling.autoscale.loop import AutoscaleLoop, LeaderLock
 from scaling.models import AutoscalePolicy, ScalingDecision
 
 pytestmark = pytest.mark.django_db
@@ -170,7 +170,7 @@ def test_scale_down_drains_first_and_stops_only_once_idle(deployment):
 
 
 def test_local_actuator_starts_registers_and_stops_a_simulator(settings, tmp_path):
-    from scaling.actuators.local import LocalProcessActuator
+    from scaling.autoscale.actuators.local import LocalProcessActuator
 
     settings.VAR_DIR = tmp_path
     deployment = fleet.ensure_deployment("sim-chat")
@@ -245,7 +245,7 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
     """The official client's real request building, against a local stand-in server."""
     from kubernetes import client  # type: ignore[import-untyped]
 
-    from scaling.actuators.kubernetes import KubernetesActuator
+    from scaling.autoscale.actuators.kubernetes import KubernetesActuator
 
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), FakeKubernetes)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -312,7 +312,7 @@ def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(
     import aiohttp
 
     from inference.scraper import Scraper
-    from scaling.actuators.local import LocalProcessActuator
+    from scaling.autoscale.actuators.local import LocalProcessActuator
 
     settings.VAR_DIR = tmp_path
     deployment = fleet.ensure_deployment("sim-chat", max_in_flight_per_worker=8)

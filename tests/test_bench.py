@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from gateway.embedded_redis import free_port
-from gateway.loadtest.drivers import arrival_gaps
-from gateway.loadtest.workloads import WorkloadSpec, requests_for
+from bench.loadtest.drivers import arrival_gaps
+from bench.loadtest.workloads import WorkloadSpec, requests_for
+from foundation.embedded_redis import free_port
 from tests.sims import SimProcess
 
 TTFT_S, ITL_S, TOKENS = 0.040, 0.005, 10

@@ -7,7 +7,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gateway.cache.eviction import (
+from caching.eviction import (
     ENTRY_OVERHEAD_BYTES,
     Admission,
     Budget,

@@ -7,11 +7,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
+from caching.actions import update_cache_policy
+from caching.models import CachePolicy
+from caching.policy import cache_policies, policy_for_team
 from gateway.accounts import actions
 from gateway.accounts.models import Membership
-from gateway.cache.actions import update_cache_policy
-from gateway.cache.models import CachePolicy
-from gateway.cache.policy import cache_policies, policy_for_team
 
 pytestmark = pytest.mark.django_db(transaction=True)  # publishing happens on commit
 effective = async_to_sync(policy_for_team)
@@ -33,7 +33,7 @@ def test_a_team_policy_overrides_the_global_default_which_overrides_settings(tea
     assert fresh(team.pk) == 0.93
     update_cache_policy(None, similarity_threshold=0.95)
     assert fresh(team.pk) == 0.95
-    update_cache_policy(team, similarity_threshold=0.97)
+    update_cache_policy(team.pk, similarity_threshold=0.97)
     assert fresh(team.pk) == 0.97
     CachePolicy.objects.filter(team=team).delete()  # e.g. an admin bulk delete
     assert fresh(team.pk) == 0.95

@@ -15,10 +15,10 @@ from django.test import AsyncClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foundation.embedded_redis import free_port
+from foundation.redis_clients import reset_clients
 from gateway.accounts import actions
 from gateway.accounts.records import key_records
-from gateway.embedded_redis import free_port
-from gateway.redis_clients import reset_clients
 from tests.conftest import MESSAGES
 
 pytestmark = pytest.mark.django_db(transaction=True)

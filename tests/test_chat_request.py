@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.api.chat_request import parse_chat_request
-from gateway.api.errors import ApiError
+from gateway.serving.errors import ApiError
+from inference.chat_request import parse_chat_request
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

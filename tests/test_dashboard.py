@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from caching.policy import cache_policies, policy_for_team
 from gateway.accounts import actions as account_actions
-from gateway.cache.policy import cache_policies, policy_for_team
 from gateway.dashboard import actions, costs, histogram, rollup, selectors
 from gateway.dashboard.models import (
     FleetSample,

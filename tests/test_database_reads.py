@@ -1,4 +1,4 @@
-"""gateway.db.database_read: the connection upkeep the lean API handler relies on."""
+"""foundation.db.database_read: the connection upkeep the lean API handler relies on."""
 
 import time
 
@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
 
+from foundation.db import database_read
 from gateway.accounts.models import Team
-from gateway.db import database_read
 
 
 def count_teams() -> int:

@@ -9,8 +9,8 @@ import openai
 import pytest
 import redis
 
+from foundation.embedded_redis import free_port
 from gateway.accounts import actions
-from gateway.embedded_redis import free_port
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet

@@ -9,13 +9,14 @@ import pytest
 from aiohttp import web
 from asgiref.sync import sync_to_async
 
-from gateway.embedded_redis import free_port
+from foundation.embedded_redis import free_port
 from inference import fleet
-from inference.client import UpstreamError, close_http_session, stream_completion
-from inference.dispatch import Dispatcher, NoHealthyWorker, Priority, QueueTimeout
+from inference.client import UpstreamError, close_http_session
 from inference.models import Worker
 from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
+from scaling.routing.dispatcher import Dispatcher, NoHealthyWorker, Priority, QueueTimeout
+from scaling.routing.streaming import stream_completion
 from tests.sims import SimProcess
 
 BODY = {

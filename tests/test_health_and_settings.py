@@ -4,8 +4,8 @@ import sys
 import pytest
 from django.test import Client
 
-from gateway.embedded_redis import free_port
-from gateway.redis_clients import reset_clients
+from foundation.embedded_redis import free_port
+from foundation.redis_clients import reset_clients
 from tests.conftest import REPO_ROOT
 
 

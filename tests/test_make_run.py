@@ -14,7 +14,7 @@ import urllib.request
 import openai
 import pytest
 
-from gateway.embedded_redis import free_port, port_is_free
+from foundation.embedded_redis import free_port, port_is_free
 from tests.conftest import REPO_ROOT
 
 READY_TIMEOUT_S = 360

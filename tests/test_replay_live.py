@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scaling.autoscale_trace import load_trace
-from scaling.autoscale_types import PolicySpec
+from scaling.autoscale.types import PolicySpec
 from scaling.models import ScalingDecision
-from scaling.replay_live import LiveOptions, TimeScale, arrivals, fit_rate_scale, window
+from scaling.replay.live import LiveOptions, TimeScale, arrivals, fit_rate_scale, window
+from scaling.replay.traces import load_trace
 
 STEP_TRACE: list[dict[str, object]] = [
     {"trace": "step", "ttft_target_s": 1.0},

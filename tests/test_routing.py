@@ -8,14 +8,12 @@ from collections import Counter
 
 import pytest
 
-from gateway.api.deployments import catalog
 from inference import fleet
-from inference.dispatch import Dispatcher
+from inference.deployments import catalog
 from inference.models import ModelDeployment
 from inference.snapshot import WorkerView
-from scaling.prefix import LEADING_CHARS, prefix_key, route_context
-from scaling.routing import Load, RouteContext
-from scaling.routing_policies import (
+from scaling.routing.dispatcher import Dispatcher
+from scaling.routing.policies import (
     EPSILON,
     POLICIES,
     BelowInFlightLimit,
@@ -27,6 +25,8 @@ from scaling.routing_policies import (
     round_robin,
     router_for,
 )
+from scaling.routing.prefix import LEADING_CHARS, prefix_key, route_context
+from scaling.routing.router import Load, RouteContext
 from tests.test_fleet import StaticFleet
 
 REQUEST = RouteContext("sim")

@@ -11,8 +11,8 @@ import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from caching.actions import update_cache_policy
 from gateway.accounts import actions
-from gateway.cache.actions import update_cache_policy
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from tests.test_exact_cache import generations, metric_lines, report
@@ -119,7 +119,7 @@ def test_another_team_never_gets_a_semantic_hit(platform):
 def test_a_policy_change_reaches_the_gateway_within_two_seconds(platform):
     client = platform["client"]
     ask(client, "What is the capital of France?")
-    update_cache_policy(platform["team"], semantic_enabled=False)
+    update_cache_policy(platform["team"].pk, semantic_enabled=False)
     changed_at = time.monotonic()
     state = "hit-semantic"
     while state == "hit-semantic" and time.monotonic() - changed_at < 5:
@@ -130,7 +130,7 @@ def test_a_policy_change_reaches_the_gateway_within_two_seconds(platform):
     assert state == "miss"
     assert time.monotonic() - changed_at < 2
 
-    update_cache_policy(platform["team"], semantic_enabled=True, similarity_threshold=0.999)
+    update_cache_policy(platform["team"].pk, semantic_enabled=True, similarity_threshold=0.999)
     time.sleep(1.5)
     assert (
         ask(client, "Tell me the capital of France?", extra_headers={"Cache-Control": "no-store"})[
@@ -165,11 +165,11 @@ def test_a_team_reads_its_own_cache_counters(platform):
 
 
 def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
-    from gateway.cache.eviction import usage
+    from caching.eviction import usage
 
     client = platform["client"]
     budget = 3000  # room for about two small replies per cache
-    update_cache_policy(platform["team"], memory_budget_bytes=budget)
+    update_cache_policy(platform["team"].pk, memory_budget_bytes=budget)
     time.sleep(1.5)  # the gateway's copy of the policy ages out
     questions = [
         "Name a primary colour.",

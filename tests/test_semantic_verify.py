@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cache.verify import Verdict, verify
+from caching.verify import Verdict, verify
 
-PAIRS_TSV = Path(__file__).resolve().parent.parent / "gateway/cache/data/adversarial_pairs.tsv"
+PAIRS_TSV = Path(__file__).resolve().parent.parent / "bench/data/adversarial_pairs.tsv"
 # Measured when the rules were written: 95.5% of near-misses rejected, 95.6% of paraphrases
 # accepted. The floors leave a little room for rule changes, not for regressions.
 MIN_NEGATIVES_REJECTED = 0.93
@@ -308,7 +308,7 @@ def test_the_adversarial_set_has_hard_negatives_of_every_kind_and_real_paraphras
     assert all(label == (kind == "paraphrase") for kind, label, _, _ in rows)
     assert all(a != b for _, _, a, b in rows)
     assert len({(a, b) for _, _, a, b in rows}) == len(rows)
-    # csv readers (gateway/cache/evaluation.py) would take a leading quote for a quoted field
+    # csv readers (caching/evaluation.py) would take a leading quote for a quoted field
     assert not any(text.startswith('"') for _, _, a, b in rows for text in (a, b))
 
 

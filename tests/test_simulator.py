@@ -117,7 +117,7 @@ def sim_url(unused_tcp_port_factory=None):
 
     from aiohttp import web
 
-    from gateway.embedded_redis import free_port
+    from foundation.embedded_redis import free_port
 
     port = free_port()
     loop = asyncio.new_event_loop()

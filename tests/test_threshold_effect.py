@@ -14,11 +14,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from caching import eviction, lookup_log, semantic
+from caching.exact import CachedReply
+from caching.lookup_log import LookupSample
+from caching.semantic import SemanticSlot
 from gateway.accounts import actions as account_actions
-from gateway.cache import eviction, lookup_log, semantic
-from gateway.cache.exact import CachedReply
-from gateway.cache.lookup_log import LookupSample
-from gateway.cache.semantic import SemanticSlot
 from gateway.dashboard import actions, threshold_effect
 from gateway.dashboard.models import TuningChange
 from gateway.dashboard.threshold_effect import expected_precision, predict, preview

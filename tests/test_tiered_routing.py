@@ -10,15 +10,17 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
+from bench.management.commands.tier_accuracy import evaluate, load_prompts
 from gateway.accounts import actions
-from gateway.api.admission import Caller, prepare_completion
-from gateway.api.deployments import catalog, model_list
-from gateway.api.errors import ApiError
+from gateway.api.views import model_list
+from gateway.serving.admission import Caller, Target, choose_target
+from gateway.serving.errors import DOMAIN_ERRORS, api_error
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet
-from scaling.management.commands.tier_accuracy import evaluate, load_prompts
-from scaling.tiers import Tier, TierDecision, choose_deployment, classify
+from inference.chat_request import ChatRequest, parse_chat_request
+from inference.deployments import catalog
+from scaling.routing.tiers import Tier, TierDecision, choose_deployment, classify
 from tests.conftest import MESSAGES
 
 EASY = "What is the capital of France?"
@@ -149,7 +151,10 @@ def test_a_tier_s_first_deployment_by_name_serves_it_and_the_other_tier_is_the_f
     assert choose_deployment(decision("small"), [("nightly", "batch")]) is None
 
 
-prepare = async_to_sync(prepare_completion)
+def prepare(caller: Caller, raw: bytes) -> tuple[ChatRequest, Target]:
+    """The pipeline's parse and deployment choice, as the adapters call them."""
+    chat = parse_chat_request(raw)
+    return chat, async_to_sync(choose_target)(caller, chat)
 
 
 def body(text: str, model: str = "auto") -> bytes:
@@ -165,12 +170,13 @@ def team(redis_url):
 def test_auto_resolves_to_the_decided_tier_and_keeps_the_request_unchanged(team):
     fleet.ensure_deployment("small-a", tier="small")
     fleet.ensure_deployment("large-a", tier="large")
-    chat, deployment, _ = prepare(Caller(team.pk), body(EASY))
+    chat, target = prepare(Caller(team.pk), body(EASY))
+    deployment = target.deployment
     assert (chat.model, deployment.name, deployment.tier) == ("auto", "small-a", "small")
-    _, deployment, _ = prepare(Caller(team.pk), body("Prove that 17 is prime."))
-    assert deployment.route_headers()["x-sluice-routed-model"] == "large-a"
-    _, named, _ = prepare(Caller(team.pk), body(EASY, "large-a"))
-    assert named.route is None and named.route_headers() == {}
+    _, target = prepare(Caller(team.pk), body("Prove that 17 is prime."))
+    assert target.headers()["x-sluice-routed-model"] == "large-a"
+    _, named = prepare(Caller(team.pk), body(EASY, "large-a"))
+    assert named.tier_route is None and named.headers() == {}
 
 
 @pytest.mark.django_db
@@ -178,20 +184,22 @@ def test_auto_only_reaches_allowed_models_and_falls_back_within_them(team):
     fleet.ensure_deployment("small-a", tier="small")
     fleet.ensure_deployment("large-a", tier="large")
     small_only = Caller(team.pk, allowed_models=("small-a",))
-    _, deployment, _ = prepare(small_only, body("Prove that 17 is prime."))
-    assert deployment.name == "small-a" and deployment.route is not None
-    assert deployment.route.fallback and deployment.route.decision.tier == "large"
-    with pytest.raises(ApiError) as refused:
+    _, target = prepare(small_only, body("Prove that 17 is prime."))
+    assert target.deployment.name == "small-a" and target.tier_route is not None
+    assert target.tier_route.fallback and target.tier_route.decision.tier == "large"
+    with pytest.raises(DOMAIN_ERRORS) as refused:
         prepare(Caller(team.pk, allowed_models=("auto",)), body(EASY))
-    assert (refused.value.status, refused.value.code) == (403, "model_not_allowed")
+    error = api_error(refused.value)
+    assert (error.status, error.code) == (403, "model_not_allowed")
 
 
 @pytest.mark.django_db
 def test_auto_is_unknown_without_small_or_large_deployments(team):
     fleet.ensure_deployment("nightly", tier="batch")
-    with pytest.raises(ApiError) as missing:
+    with pytest.raises(DOMAIN_ERRORS) as missing:
         prepare(Caller(team.pk), body(EASY))
-    assert (missing.value.status, missing.value.code) == (404, "model_not_found")
+    error = api_error(missing.value)
+    assert (error.status, error.code) == (404, "model_not_found")
     assert [m["id"] for m in model_list(async_to_sync(catalog.all)())] == ["nightly"]
 
 
@@ -199,8 +207,8 @@ def test_auto_is_unknown_without_small_or_large_deployments(team):
 def test_a_deployment_named_auto_is_served_as_itself_and_listed_once(team):
     fleet.ensure_deployment("auto", tier="small")
     fleet.ensure_deployment("large-a", tier="large")
-    _, deployment, _ = prepare(Caller(team.pk), body("Prove that 17 is prime."))
-    assert deployment.name == "auto" and deployment.route is None
+    _, target = prepare(Caller(team.pk), body("Prove that 17 is prime."))
+    assert target.deployment.name == "auto" and target.tier_route is None
     assert [m["id"] for m in model_list(async_to_sync(catalog.all)())] == ["auto", "large-a"]
 
 

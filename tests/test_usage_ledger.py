@@ -5,8 +5,8 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 
+from foundation.redis_clients import sync_redis
 from gateway.accounts import actions
-from gateway.redis_clients import sync_redis
 from gateway.usage.ledger import (
     GROUP,
     STREAM,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from foundation.redis_clients import reset_clients, sync_redis
 from gateway.accounts import actions
-from gateway.redis_clients import reset_clients, sync_redis
 from gateway.usage.ledger import GROUP, STREAM, UsageEvent, record_usage
 from gateway.usage.models import UsageRecord
 from tests.conftest import REPO_ROOT, child_env

@@ -9,10 +9,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from foundation.redis_clients import async_redis
 from gateway.accounts import actions
 from gateway.accounts.models import Team
 from gateway.asgi import application
-from gateway.redis_clients import async_redis
 from gateway.usage.ledger import STREAM, ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from channels_redis.core import RedisChannelLayer
 
-from gateway.channel_layer import CHANNEL_LAYER_SOCKET_TIMEOUT_S, channel_layers_for
+from foundation.channel_layer import CHANNEL_LAYER_SOCKET_TIMEOUT_S, channel_layers_for
 
 IDLE_S = float(os.environ.get("TEST_IDLE_S", "65"))
 

@@ -8,9 +8,9 @@ import time
 
 from django.conf import settings
 
+from foundation.redis_clients import REDIS_FAILURES, async_redis
 from gateway.accounts.keys import MalformedKey, parse_key, secret_matches
 from gateway.accounts.records import KeyRecord, key_records
-from gateway.redis_clients import REDIS_FAILURES, async_redis
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,11 @@ class AuthenticationFailed(Exception):
 
 
 class ScopeDenied(Exception):
-    """The key is valid but may not do this (HTTP 403)."""
+    """The key is valid but lacks the scope for this (HTTP 403)."""
+
+
+class ModelNotAllowed(ScopeDenied):
+    """The key is valid but restricted to other models (HTTP 403)."""
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -58,7 +62,7 @@ async def authenticate_key(raw_key: str, scope: str) -> KeyRecord:
 def check_model_allowed(allowed_models: tuple[str, ...], model: str) -> None:
     """An empty list allows every model."""
     if allowed_models and model not in allowed_models:
-        raise ScopeDenied(f"This API key may not use the model '{model}'.")
+        raise ModelNotAllowed(f"This API key may not use the model '{model}'.")
 
 
 async def _note_used(lookup_id: str) -> None:

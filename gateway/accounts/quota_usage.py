@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass
 
+from foundation.redis_clients import REDIS_FAILURES, sync_redis
 from gateway.accounts.quotas import AdmissionUnavailable, month_of, team_counter_keys
 from gateway.accounts.records import QuotaLimits
-from gateway.redis_clients import REDIS_FAILURES, sync_redis
 
 WINDOW_S = 60
 

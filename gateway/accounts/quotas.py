@@ -18,8 +18,8 @@ from typing import Any
 import redis.exceptions
 from redis.asyncio import Redis
 
+from foundation.redis_clients import REDIS_FAILURES, async_redis
 from gateway.accounts.records import QuotaLimits
-from gateway.redis_clients import REDIS_FAILURES, async_redis
 
 logger = logging.getLogger(__name__)
 _LUA_DIR = Path(__file__).with_name("lua")

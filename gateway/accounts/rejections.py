@@ -10,7 +10,7 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from gateway.redis_clients import REDIS_FAILURES, async_redis, sync_redis
+from foundation.redis_clients import REDIS_FAILURES, async_redis, sync_redis
 
 logger = logging.getLogger(__name__)
 PREFIX = "sluice:rejected:"

@@ -8,9 +8,9 @@ from celery import shared_task
 from django.db import transaction
 from django.db.models import Q
 
+from foundation.redis_clients import sync_redis
 from gateway.accounts.authentication import LAST_USED_HASH
 from gateway.accounts.models import ApiKey
-from gateway.redis_clients import sync_redis
 
 logger = logging.getLogger(__name__)
 FLUSHING_HASH = f"{LAST_USED_HASH}:flushing"

@@ -1,71 +1,42 @@
-"""The OpenAI-compatible endpoints: plain async views on the hot path (no DRF)."""
+"""The OpenAI-compatible HTTP endpoints: a thin adapter around the serving pipeline.
 
-import asyncio
+Parse the transport (bearer key, cache headers, JSON body), call the pipeline, shape the
+answer (JSON or server-sent events). Plain async views on the hot path (no DRF). Request
+bodies over MAX_REQUEST_BODY_BYTES never get here (gateway/body_limit.py).
+"""
+
 import json
-import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from gateway.accounts.authentication import (
-    AuthenticationFailed,
-    ScopeDenied,
-    authenticate_key,
-    bearer_token,
-)
-from gateway.accounts.records import KeyRecord
-from gateway.api import instruments
-from gateway.api.admission import Caller, prepare_completion, rate_limit_headers
-from gateway.api.completions import END_OF_STREAM, CompletionRun, upstream_api_error
-from gateway.api.deployments import catalog, model_list
-from gateway.api.errors import ApiError
-from gateway.cache import exact, planner
-from gateway.redis_clients import RedisUnavailable
-from inference.client import UpstreamError
+from caching import responses
+from caching.exact import CacheDirectives
+from foundation import metrics
+from gateway.accounts.authentication import bearer_token
+from gateway.serving.admission import ApiKeyCredential
+from gateway.serving.completion import Completion
+from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
+from gateway.serving.pipeline import model_of, new_request_id, open_completion
+from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.deployments import catalog
+from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
-async def _authenticate(request: HttpRequest) -> KeyRecord:
-    try:
-        return await authenticate_key(
-            bearer_token(request.headers.get("Authorization")), "inference"
-        )
-    except AuthenticationFailed as exc:
-        raise ApiError(401, str(exc), "invalid_api_key") from None
-    except ScopeDenied as exc:
-        raise ApiError(403, str(exc), "insufficient_scope") from None
-    except RedisUnavailable as exc:
-        raise ApiError(503, f"{exc}; try again shortly.", "service_unavailable") from None
+def _credential(request: HttpRequest) -> ApiKeyCredential:
+    return ApiKeyCredential(bearer_token(request.headers.get("Authorization")))
 
 
-def _read_body(request: HttpRequest) -> bytes:
-    declared = int(request.headers.get("Content-Length") or 0)
-    if declared > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-        raise ApiError(
-            413,
-            f"Request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
-            "request_too_large",
-        )
-    return request.body
-
-
-def _cache_directives(request: HttpRequest) -> exact.CacheDirectives:
-    try:
-        return exact.CacheDirectives.from_request(request)
-    except ValueError as exc:
-        raise ApiError(400, str(exc), "invalid_request", "x-sluice-cache-ttl") from None
-
-
-def _with_headers(
-    response: HttpResponseBase, request_id: str, extra: dict[str, str], model: str = "-"
+def _finish(
+    response: HttpResponseBase, request_id: str, headers: dict[str, str], model: str = "-"
 ) -> HttpResponseBase:
-    instruments.requests.labels(model, str(response.status_code)).inc()
+    metrics.requests.labels(model, str(response.status_code)).inc()
     response["x-request-id"] = request_id
-    for name, value in extra.items():
+    for name, value in headers.items():
         response[name] = value
     return response
 
@@ -73,58 +44,40 @@ def _with_headers(
 @csrf_exempt
 @require_POST
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
-    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    request_id = new_request_id()
     try:
-        caller = Caller.from_key(await _authenticate(request))
-        directives = _cache_directives(request)
-        chat, deployment, reservation = await prepare_completion(caller, _read_body(request))
-    except ApiError as error:
-        return _with_headers(error.response(), request_id, {}, error.model)
-    model = deployment.name
-    cache = await planner.plan(directives, caller.team_id, deployment, chat)
-    run = CompletionRun(request_id, chat, deployment, reservation, cache)
-    headers = {
-        **rate_limit_headers(reservation.state),
-        **deployment.route_headers(),
-        "x-sluice-cache": cache.result,
-    }
-    chunks = run.chunks()
-    try:
-        first = await run.first_chunk(chunks)
-    except ApiError as error:
-        await chunks.aclose()
-        return _with_headers(error.response(), request_id, headers, model)
-    except BaseException:  # cancelled (client gone) or a bug: still settle, then re-raise
-        await asyncio.shield(run.settle())
-        raise
-    if run.coalesced:
-        headers["x-sluice-coalesced"] = "true"
-    if chat.stream:
-        stream = StreamingHttpResponse(_sse(run, first, chunks), content_type="text/event-stream")
+        credential = _credential(request)
+        directives = CacheDirectives.from_headers(request.headers)
+        run = await open_completion(
+            credential, lambda: parse_chat_request(request.body), directives, request_id
+        )
+    except DOMAIN_ERRORS as exc:
+        error = api_error(exc)
+        return _finish(error.response(), request_id, {}, model_of(exc))
+    headers, model = run.response_headers(), run.deployment.name
+    if run.chat.stream:
+        stream = StreamingHttpResponse(_sse(run), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
-        return _with_headers(stream, request_id, headers, model)
-    try:
-        body = await _collect(run, first, chunks)
-    except ApiError as error:
-        return _with_headers(error.response(), request_id, headers, model)
-    return _with_headers(JsonResponse(body), request_id, headers, model)
+        return _finish(stream, request_id, headers, model)
+    async with run:
+        try:
+            body = await _collect(run)
+        except DOMAIN_ERRORS as exc:
+            return _finish(api_error(exc).response(), request_id, headers, model)
+    return _finish(JsonResponse(body), request_id, headers, model)
 
 
-async def _sse(
-    run: CompletionRun, first: dict[str, Any], chunks: AsyncGenerator[dict[str, Any], None]
-) -> AsyncGenerator[bytes, None]:
-    """Relay chunks; a client that leaves cancels this generator, which closes upstream."""
-    try:
-        chunk: dict[str, Any] | None = first
-        while chunk is not None and chunk is not END_OF_STREAM:
-            if not chunk.get("usage") or run.chat.include_usage:
-                yield f"data: {json.dumps(_visible(chunk, run.chat.include_usage))}\n\n".encode()
-            chunk = await anext(chunks, None)
-        yield b"data: [DONE]\n\n"  # then settle, in finally
-    except UpstreamError as exc:  # a mid-stream failure ends the stream with an error chunk
-        yield upstream_api_error(exc).sse_chunk()
-    finally:
-        await chunks.aclose()
+async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
+    """Relay chunks; a client that leaves cancels this generator, which stops the worker."""
+    async with run:
+        try:
+            async for chunk in run.stream():
+                if not chunk.get("usage") or run.chat.include_usage:
+                    visible = _visible(chunk, run.chat.include_usage)
+                    yield f"data: {json.dumps(visible)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+        except DOMAIN_ERRORS as exc:  # a mid-stream failure ends the stream with an error chunk
+            yield api_error(exc).sse_chunk()
 
 
 def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
@@ -133,34 +86,20 @@ def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
     return {k: v for k, v in chunk.items() if k != "usage"}
 
 
-async def _collect(
-    run: CompletionRun, first: dict[str, Any], chunks: AsyncGenerator[dict[str, Any], None]
-) -> dict[str, Any]:
+async def _collect(run: Completion) -> dict[str, Any]:
     text, finish = [], None
-    try:
-        chunk: dict[str, Any] | None = first
-        while chunk is not None and chunk is not END_OF_STREAM:
-            for choice in chunk.get("choices", []):
-                text.append((choice.get("delta") or {}).get("content") or "")
-                finish = choice.get("finish_reason") or finish
-            chunk = await anext(chunks, None)
-    except UpstreamError as exc:
-        raise upstream_api_error(exc) from exc
-    finally:
-        await chunks.aclose()
+    async for chunk in run.stream():
+        for choice in chunk.get("choices", []):
+            text.append((choice.get("delta") or {}).get("content") or "")
+            finish = choice.get("finish_reason") or finish
     prompt, completion = run.used_tokens()
+    message = {"role": "assistant", "content": "".join(text)}
     return {
         "id": run.request_id,
         "object": "chat.completion",
         "created": run.created,
         "model": run.deployment.name,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "".join(text)},
-                "finish_reason": finish,
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -175,38 +114,50 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
     """POST {"request_id": "chatcmpl-..."}: the cached reply to that request was wrong;
     remove it so the next identical request goes to the model."""
     try:
-        caller_key = await _authenticate(request)
-        body = json.loads(_read_body(request) or b"null")
-        request_id = body.get("request_id") if isinstance(body, dict) else None
-        if not (
-            isinstance(request_id, str)
-            and request_id.startswith("chatcmpl-")
-            and len(request_id) <= 64
-        ):
-            raise ApiError(
-                400, 'Send {"request_id": "chatcmpl-..."}.', "invalid_request", "request_id"
-            )
-        removed = await planner.report_false_hit(request_id, caller_key.team_id)
-    except ApiError as error:
-        return error.response()
-    except (ValueError, UnicodeDecodeError):
-        return ApiError(400, "The body is not valid JSON.", "invalid_request").response()
-    except exact.CacheUnavailable:
-        return ApiError(
-            503, "The cache is unreachable; try again shortly.", "service_unavailable"
-        ).response()
+        caller = await _credential(request).authorize()
+        request_id = _false_hit_request_id(request.body)
+        removed = await responses.report_false_hit(request_id, caller.team_id)
+    except DOMAIN_ERRORS as exc:
+        return api_error(exc).response()
     if not removed:
-        return ApiError(
-            404, f"No cached reply of yours answered '{request_id}'.", "not_found", "request_id"
-        ).response()
-    instruments.cache_false_hits.inc()
+        message = f"No cached reply of yours answered '{request_id}'."
+        return ApiError(404, message, "not_found", "request_id").response()
+    metrics.cache_false_hits.inc()
     return JsonResponse({"request_id": request_id, "removed": True})
+
+
+def _false_hit_request_id(raw: bytes) -> str:
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("The body is not valid JSON.") from None
+    request_id = body.get("request_id") if isinstance(body, dict) else None
+    if not (
+        isinstance(request_id, str) and request_id.startswith("chatcmpl-") and len(request_id) <= 64
+    ):
+        raise InvalidRequest('Send {"request_id": "chatcmpl-..."}.', "request_id")
+    return request_id
 
 
 @require_GET
 async def models(request: HttpRequest) -> HttpResponse:
     try:
-        await _authenticate(request)
-    except ApiError as error:
-        return error.response()
+        await _credential(request).authorize()
+    except DOMAIN_ERRORS as exc:
+        return api_error(exc).response()
     return JsonResponse({"object": "list", "data": model_list(await catalog.all())})
+
+
+def model_list(deployments: dict[str, Any]) -> list[dict[str, object]]:
+    """/v1/models: every deployment, and "auto" while a small or large one exists to route
+    it to (a deployment actually named "auto" is listed once, as itself)."""
+    data: list[dict[str, object]] = [
+        {"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
+        for d in deployments.values()
+    ]
+    routed = [d.created for d in deployments.values() if d.tier in ROUTED_TIERS]
+    if routed and AUTO_MODEL not in deployments:
+        data.append(
+            {"id": AUTO_MODEL, "object": "model", "created": min(routed), "owned_by": "sluice"}
+        )
+    return data

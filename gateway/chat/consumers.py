@@ -1,44 +1,51 @@
-"""WebSocket chat at /ws/chat/ (protocol: docs/websocket.md).
+"""WebSocket chat at /ws/chat/ (protocol: docs/websocket.md): a thin adapter around the
+serving pipeline, as the HTTP view is.
 
-The consumer only speaks the protocol; admission, streaming and settlement are the same
-code the HTTP API uses (gateway.api.admission, CompletionRun).
+The socket holds a credential (the logged-in user, or the key from an auth message); the
+pipeline authorizes it again for every chat message, so a revoked key or a user taken out
+of their team is refused at their next message, not at their next connection. Errors use
+the same table, so a fault has the same code here as over HTTP.
 """
 
 import asyncio
-import json
 import logging
-import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from gateway.accounts.authentication import AuthenticationFailed, ScopeDenied, authenticate_key
+from caching.exact import CacheDirectives
+from foundation.redis_clients import RedisUnavailable
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import limits_for_team
-from gateway.api.admission import Caller, prepare_completion
-from gateway.api.completions import CompletionRun, upstream_api_error
-from gateway.api.errors import ApiError
-from gateway.cache import planner
-from gateway.cache.exact import CacheDirectives
-from gateway.chat.callers import caller_for_user
-from gateway.redis_clients import RedisUnavailable
-from inference.client import UpstreamError
+from gateway.serving.admission import (
+    ApiKeyCredential,
+    Credential,
+    NoCredential,
+    SessionUserCredential,
+)
+from gateway.serving.errors import DOMAIN_ERRORS, ApiError, Busy, api_error
+from gateway.serving.pipeline import new_request_id, open_completion
+from inference.chat_request import chat_request_from
 
 logger = logging.getLogger(__name__)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-    caller: Caller | None
+    credential: Credential
     generation: "asyncio.Task[None] | None"
+    streaming: bool  # a reply is on its way; "done" clears it, before the quota follows
 
     async def connect(self) -> None:
-        self.caller = await caller_for_user(self.scope.get("user"))
+        user = self.scope.get("user")
+        logged_in = user is not None and user.is_authenticated and user.pk is not None
+        self.credential = SessionUserCredential(int(user.pk)) if logged_in else NoCredential()
         self.generation = None
+        self.streaming = False
         await self.accept()
-        if self.caller is not None:
-            await self._send_quota(self.caller)
+        if logged_in:
+            await self._send_quota()
 
     async def disconnect(self, code: int) -> None:
         if self.generation is not None:
@@ -54,89 +61,81 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if self.generation is not None:
                 self.generation.cancel()
         else:
-            await self._error(400, "Messages are {type: auth | chat | stop}.", "invalid_request")
+            message = "Messages are {type: auth | chat | stop}."
+            await self._error(ApiError(400, message, "invalid_request"))
 
     async def _authenticate(self, api_key: str) -> None:
+        credential = ApiKeyCredential(api_key)
         try:
-            self.caller = Caller.from_key(await authenticate_key(api_key, "inference"))
-        except (AuthenticationFailed, ScopeDenied) as exc:
-            await self._error(401, str(exc), "invalid_api_key")
+            await credential.authorize()
+        except DOMAIN_ERRORS as exc:
+            await self._error(api_error(exc))
             return
-        except RedisUnavailable as exc:
-            await self._error(503, str(exc), "service_unavailable")
-            return
+        self.credential = credential
         await self.send_json({"type": "ready"})
-        await self._send_quota(self.caller)
+        await self._send_quota()
 
     async def _start(self, content: dict[str, Any]) -> None:
-        if self.caller is None:
+        if self.streaming:
             await self._error(
-                401, "Log in, or send {type: auth, api_key} first.", "unauthenticated"
+                api_error(Busy("A reply is still streaming; send {type: stop} first."))
             )
-        elif self.generation is not None and not self.generation.done():
-            await self._error(409, "A reply is still streaming; send {type: stop} first.", "busy")
-        else:
-            body = {k: v for k, v in content.items() if k != "type"}
-            self.generation = asyncio.create_task(self._generate(self.caller, body))
+            return
+        body = {k: v for k, v in content.items() if k != "type"}
+        self.streaming = True
+        self.generation = asyncio.create_task(self._generate({**body, "stream": True}))
 
-    async def _generate(self, caller: Caller, body: dict[str, Any]) -> None:
-        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    async def _generate(self, body: dict[str, Any]) -> None:
         try:
-            chat, deployment, reservation = await prepare_completion(
-                caller, json.dumps({**body, "stream": True}).encode()
-            )
-        except ApiError as error:
-            await self.send_json({"type": "error", "id": request_id, **error.body()})
-            return
-        # The same caches as the HTTP API (a sampled chat bypasses them unless the team's
-        # cache policy says to cache sampled requests too).
-        cache = await planner.plan(CacheDirectives(), caller.team_id, deployment, chat)
-        run = CompletionRun(request_id, chat, deployment, reservation, cache)
-        chunks = run.chunks()
-        event = "done"
-        try:
-            first = await run.first_chunk(chunks)
-            await self._relay(request_id, first)
-            async for chunk in chunks:
-                await self._relay(request_id, chunk)
-        except ApiError as error:
-            await self.send_json({"type": "error", "id": request_id, **error.body()})
-            return
-        except UpstreamError as exc:
-            await self.send_json(
-                {"type": "error", "id": request_id, **upstream_api_error(exc).body()}
-            )
-            return
-        except asyncio.CancelledError:
-            event = "stopped"
+            await self._reply(body)
         finally:
-            await asyncio.shield(chunks.aclose())  # settles the reservation, bills what was made
-        prompt, completion = run.used_tokens()
-        await self.send_json(
-            {
-                "type": event,
-                "id": request_id,
-                "model": deployment.name,
-                "cache": run.cache_result,
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
-            }
-        )
-        await self._send_quota(caller)
+            self.streaming = False
 
-    async def _send_quota(self, caller: Caller) -> None:
+    async def _reply(self, body: dict[str, Any]) -> None:
+        request_id = new_request_id()
+        try:
+            # The same caches as the HTTP API (a sampled chat bypasses them unless the
+            # team's cache policy says to cache sampled requests too).
+            run = await open_completion(
+                self.credential, lambda: chat_request_from(body), CacheDirectives(), request_id
+            )
+        except DOMAIN_ERRORS as exc:
+            await self._error(api_error(exc), request_id)
+            return
+        event = "done"
+        async with run:  # its exit settles: reconciles the reservation, bills what was made
+            try:
+                async for chunk in run.stream():
+                    await self._relay(request_id, chunk)
+            except DOMAIN_ERRORS as exc:
+                await self._error(api_error(exc), request_id)
+                return
+            except asyncio.CancelledError:
+                event = "stopped"
+        prompt, completion = run.used_tokens()
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        model, cache = run.deployment.name, str(run.cache_result)
+        self.streaming = False  # the client may send its next message once it reads this
+        await self.send_json(
+            {"type": event, "id": request_id, "model": model, "cache": cache, "usage": usage}
+        )
+        await self._send_quota()
+
+    async def _send_quota(self) -> None:
         """What the team has left of each limit, so the page can show it before and after."""
         try:
-            limits = await limits_for_team(caller.team_id)
-            usage = await sync_to_async(read_team_usage, thread_sensitive=False)(
-                caller.team_id, limits
-            )
+            team_id = (await self.credential.authorize()).team_id
+            limits = await limits_for_team(team_id)
+            usage = await sync_to_async(read_team_usage, thread_sensitive=False)(team_id, limits)
         except (AdmissionUnavailable, RedisUnavailable):
-            logger.warning("quota usage for team %s unreadable: Redis is down", caller.team_id)
+            logger.warning("quota usage unreadable: Redis is down")
             return  # the chat itself reports Redis trouble on the next request
+        except DOMAIN_ERRORS:
+            return  # no longer authorized: the next chat message says why
         await self.send_json({"type": "quota", "limits": [item.as_dict() for item in usage]})
 
     async def _relay(self, request_id: str, chunk: dict[str, Any]) -> None:
@@ -145,5 +144,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if text:
                 await self.send_json({"type": "delta", "id": request_id, "content": text})
 
-    async def _error(self, status: int, message: str, code: str) -> None:
-        await self.send_json({"type": "error", **ApiError(status, message, code).body()})
+    async def _error(self, error: ApiError, request_id: str | None = None) -> None:
+        event: dict[str, Any] = {"type": "error", **error.body()}
+        if request_id is not None:
+            event["id"] = request_id
+        await self.send_json(event)

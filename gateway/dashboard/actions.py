@@ -1,6 +1,6 @@
 """Tuning writes: validated, applied, audited in one transaction, revertible in one call.
 
-Cache policies go through gateway.cache.actions.update_cache_policy, which publishes the
+Cache policies go through caching.actions.update_cache_policy, which publishes the
 new record to every gateway process after the commit (RecordCache: within 2 seconds).
 Autoscale policies are read by the autoscaler from the database on each tick.
 """
@@ -10,10 +10,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from caching import policy as cache_policy
+from caching.actions import update_cache_policy
+from caching.models import CachePolicy
 from gateway.accounts.models import Team
-from gateway.cache import policy as cache_policy
-from gateway.cache.actions import update_cache_policy
-from gateway.cache.models import CachePolicy
 from gateway.dashboard.models import TuningChange
 from inference.models import ModelDeployment
 from scaling.models import AutoscalePolicy
@@ -70,7 +70,7 @@ def change_cache_policy(
     old, new = _diff(in_force, changes)
     own_row = CachePolicy.objects.filter(team=team).exists()
     # A scope's first row starts as a copy of what was in force, not of the model defaults.
-    update_cache_policy(team, **(new if own_row else {**in_force, **new}))
+    update_cache_policy(team.pk if team else None, **(new if own_row else {**in_force, **new}))
     return TuningChange.objects.create(
         user=user, target=TuningChange.Target.CACHE, team=team, old=old, new=new, reverts=reverts
     )

@@ -12,9 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count
 from django.utils import timezone
 
+from foundation.redis_clients import REDIS_FAILURES, sync_redis
 from gateway.dashboard.models import FleetSample
 from gateway.dashboard.rollup import floor_minute
-from gateway.redis_clients import REDIS_FAILURES, sync_redis
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY
 

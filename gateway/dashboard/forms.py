@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from gateway.cache.models import CachePolicy
+from caching.models import CachePolicy
 from gateway.dashboard.actions import AUTOSCALE_FIELDS
 from scaling.models import AutoscalePolicy
 

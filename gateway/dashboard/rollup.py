@@ -18,6 +18,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce, Trunc
 from django.utils import timezone
 
+from caching.outcome import Outcome
 from gateway.dashboard import histogram
 from gateway.dashboard.models import (
     FleetHour,
@@ -29,9 +30,9 @@ from gateway.dashboard.models import (
 from gateway.usage.models import UsageRecord
 
 OUTCOMES = {
-    "hit-exact": "hits_exact",
-    "hit-semantic": "hits_semantic",
-    "coalesced": "coalesced",
+    Outcome.HIT_EXACT: "hits_exact",
+    Outcome.HIT_SEMANTIC: "hits_semantic",
+    Outcome.COALESCED: "coalesced",
     "miss": "misses",
     "bypass": "bypass",
 }

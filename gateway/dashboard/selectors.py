@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F, Max, QuerySet, Sum
 
+from foundation.redis_clients import REDIS_FAILURES
 from gateway.accounts.models import ApiKey, QuotaPolicy, Team
 from gateway.accounts.quota_usage import LimitUsage, read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
@@ -17,7 +18,6 @@ from gateway.dashboard import histogram
 from gateway.dashboard.models import FleetHour, FleetSample, KeyHourRollup, Rollup
 from gateway.dashboard.periods import Period
 from gateway.dashboard.rollup import METRICS
-from gateway.redis_clients import REDIS_FAILURES
 
 STATES = ["starting", "warm", "ready", "draining", "dead"]
 HIT_KINDS = {"exact": "hits_exact", "semantic": "hits_semantic", "coalesced": "coalesced"}

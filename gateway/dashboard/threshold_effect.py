@@ -1,7 +1,7 @@
 """What a similarity threshold change would do, shown on the Tuning page before it is saved.
 
 Two figures, from two different sources:
-- hit rate: measured on the team's own recent semantic lookups (gateway/cache/lookup_log.py:
+- hit rate: measured on the team's own recent semantic lookups (caching/lookup_log.py:
   the cosines of the up-to-4 candidates of each lookup and verify()'s verdicts). A lookup
   is a hit at threshold t when some candidate has cosine >= t and (verification on) is
   accepted. Candidates verification never saw (below the threshold then in force, or
@@ -17,11 +17,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from caching import lookup_log
+from caching.lookup_log import LookupSample
+from caching.models import CachePolicy
+from foundation.redis_clients import sync_cache_redis
 from gateway.accounts.models import Team
-from gateway.cache import lookup_log
-from gateway.cache.lookup_log import LookupSample
-from gateway.cache.models import CachePolicy
-from gateway.redis_clients import sync_cache_redis
 
 BAND = 0.02  # width of the cosine bands acceptance rates are pooled in
 

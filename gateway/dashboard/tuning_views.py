@@ -13,12 +13,12 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from caching import lookup_log
+from foundation.redis_clients import REDIS_FAILURES
 from gateway.accounts.models import Team
-from gateway.cache import lookup_log
 from gateway.dashboard import actions, threshold_effect
 from gateway.dashboard.forms import AutoscalePolicyForm, CachePolicyForm, changed_values
 from gateway.dashboard.models import TuningChange
-from gateway.redis_clients import REDIS_FAILURES
 from inference.models import ModelDeployment
 from scaling.models import AutoscalePolicy
 

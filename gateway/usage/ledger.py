@@ -17,8 +17,8 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
+from foundation.redis_clients import async_redis, sync_redis
 from gateway.accounts.models import Team
-from gateway.redis_clients import async_redis, sync_redis
 from gateway.usage.models import UsageRecord
 
 logger = logging.getLogger(__name__)

@@ -3,8 +3,8 @@
 # KEY; stops everything on exit. Inputs: SERVER (uvicorn|daphne), SIM_OPTIONS, MAX_IN_FLIGHT.
 PY=.venv/bin/python
 VAR=$PWD/var/bench-$(basename "$0")-$SERVER
-SIM_PORT=$($PY -c 'from gateway.embedded_redis import free_port; print(free_port())')
-GATEWAY_PORT=$($PY -c 'from gateway.embedded_redis import free_port; print(free_port())')
+SIM_PORT=$($PY -c 'from foundation.embedded_redis import free_port; print(free_port())')
+GATEWAY_PORT=$($PY -c 'from foundation.embedded_redis import free_port; print(free_port())')
 export SLUICE_VAR_DIR=$VAR SECRET_KEY=${SECRET_KEY:-bench-only-secret-key-0123456789-abcdefghijklmnop}
 rm -rf "$VAR"
 

@@ -7,6 +7,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
+from foundation.redis_clients import RedisUnavailable
 from gateway.accounts.authentication import (
     AuthenticationFailed,
     ScopeDenied,
@@ -16,7 +17,6 @@ from gateway.accounts.authentication import (
 from gateway.accounts.keys import KEY_PREFIX
 from gateway.accounts.models import ApiKey
 from gateway.accounts.records import KeyRecord
-from gateway.redis_clients import RedisUnavailable
 
 
 class ServiceUnavailable(exceptions.APIException):

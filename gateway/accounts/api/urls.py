@@ -1,7 +1,7 @@
 from django.urls import path
 
 from gateway.accounts.api import views
-from gateway.cache.api import TeamCacheView
+from gateway.accounts.api.cache_views import TeamCacheView
 
 urlpatterns = [
     path("teams/<slug:slug>/keys/", views.ApiKeyListView.as_view(), name="api-keys"),

@@ -4,10 +4,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from gateway.redis_clients import sync_redis
-from scaling.actuators import build_actuator
-from scaling.autoscale_loop import AutoscaleLoop
-from scaling.autoscale_settings import actuator_from_settings, tick_seconds
+from foundation.redis_clients import sync_redis
+from scaling.autoscale.actuators import build_actuator
+from scaling.autoscale.config import actuator_from_settings, tick_seconds
+from scaling.autoscale.loop import AutoscaleLoop
 
 
 class Command(BaseCommand):

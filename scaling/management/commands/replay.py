@@ -10,21 +10,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway import embedded_redis
+from foundation import embedded_redis
 from inference.models import ModelDeployment
-from scaling.autoscale_record import policy_spec
-from scaling.autoscale_replay import (
-    AutoscalerController,
-    Controller,
-    OracleController,
-    ReplayResult,
-    replay,
-)
-from scaling.autoscale_sim import FleetModel
-from scaling.autoscale_trace import Demand, load_trace, trace_path
-from scaling.autoscale_types import PolicySpec
+from scaling.autoscale.record import policy_spec
+from scaling.autoscale.types import PolicySpec
 from scaling.models import AutoscalePolicy
-from scaling.replay_live import (
+from scaling.replay.analytical_fleet import FleetModel
+from scaling.replay.live import (
     FIXED,
     LiveOptions,
     LiveReplay,
@@ -35,6 +27,14 @@ from scaling.replay_live import (
     mean_output_tokens,
     window,
 )
+from scaling.replay.simulated import (
+    AutoscalerController,
+    Controller,
+    OracleController,
+    ReplayResult,
+    replay,
+)
+from scaling.replay.traces import Demand, load_trace, trace_path
 
 MODES = ("oracle", "reactive", "predictive")
 LIVE_MODES = ("reactive", "predictive")

@@ -10,8 +10,8 @@ from django.db import transaction
 
 from gateway.accounts import actions
 from gateway.accounts.models import ApiKey, Membership, Team
-from inference.embedded import EMBEDDED_MODEL
 from inference.fleet import ensure_deployment
+from inference.worker_command import EMBEDDED_MODEL
 
 DEMO_KEY_NAME = "demo key (make run)"
 

@@ -1,0 +1,107 @@
+"""python manage.py bench_semantic: semantic lookup latency (embed + search + verify), the
+path a deterministic request that missed the exact cache takes, against a vector set of
+--entries STS-B sentences in a real Redis 8 (the bundled one unless --redis-url)."""
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from caching import eviction, semantic
+from caching.evaluation import sts_b_pairs
+from caching.exact import CachedReply
+from foundation import embedded_redis
+from foundation.redis_clients import reset_clients
+from inference.embeddings import OnnxMiniLM
+
+CONTEXT = "bench-semantic"
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--entries", type=int, default=10_000)
+        parser.add_argument("--queries", type=int, default=1_000)
+        parser.add_argument("--concurrency", default="1,16")
+        parser.add_argument("--redis-url", default="")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with tempfile.TemporaryDirectory() as scratch:
+            process = None
+            url = options["redis_url"]
+            if not url:
+                process, url = embedded_redis.start(Path(scratch), persistent=False)
+            settings.CACHE_REDIS_URL = url
+            reset_clients()
+            try:
+                asyncio.run(self._run(options))
+            finally:
+                if process is not None:
+                    process.terminate()
+                    process.wait(timeout=10)
+
+    async def _run(self, options: dict[str, Any]) -> None:
+        embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR)
+        pairs = sts_b_pairs()
+        stored = list(dict.fromkeys(p.a for p in pairs))[: options["entries"]]
+        queries = [p.b for p in pairs][: options["queries"]]
+        started = time.perf_counter()
+        await self._fill(embedder, stored)
+        self.stdout.write(
+            f"stored {len(stored)} questions in one vector set in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
+        self.stdout.write("| concurrency | lookups/s | embed P50 | P50 | P99 | hits |")
+        self.stdout.write("|---|---|---|---|---|---|")
+        for level in [int(c) for c in options["concurrency"].split(",")]:
+            await self._measure(embedder, queries, level)
+
+    async def _fill(self, embedder: OnnxMiniLM, questions: list[str]) -> None:
+        budget = eviction.Budget("bench", 2**40)
+        reply = CachedReply("a cached reply of typical length " * 8, "stop", 20, 64)
+        for start in range(0, len(questions), 64):
+            batch = questions[start : start + 64]
+            for question, vector in zip(batch, embedder.embed_batch(batch), strict=True):
+                slot = semantic.SemanticSlot.of(CONTEXT, question, vector)
+                await semantic.store(slot, reply, budget, 3600, 1)
+
+    async def _measure(self, embedder: OnnxMiniLM, queries: list[str], level: int) -> None:
+        embed_s: list[float] = []
+        total_s: list[float] = []
+        hits = 0
+        pending = iter(queries)
+
+        async def worker() -> None:
+            nonlocal hits
+            for question in pending:
+                began = time.perf_counter()
+                vector = await embedder.embed(question)
+                embedded = time.perf_counter()
+                slot = semantic.SemanticSlot.of(CONTEXT, question, vector)
+                match = await semantic.lookup(slot, settings.CACHE_SEMANTIC_THRESHOLD, True)
+                total_s.append(time.perf_counter() - began)
+                embed_s.append(embedded - began)
+                hits += match is not None
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(level)))
+        elapsed = time.perf_counter() - began
+        self.stdout.write(
+            f"| {level} | {len(total_s) / elapsed:.0f} | {_ms(embed_s, 50)} | "
+            f"{_ms(total_s, 50)} | {_ms(total_s, 99)} | {hits}/{len(total_s)} |"
+        )
+
+
+def _ms(samples: list[float], percentile: int) -> str:
+    cut = (
+        statistics.quantiles(samples, n=100, method="inclusive")[percentile - 1]
+        if percentile < 100
+        else max(samples)
+    )
+    return f"{cut * 1000:.2f} ms"

@@ -1,0 +1,133 @@
+"""The exact response cache: a reply stored under a hash of everything that shapes it.
+
+The key covers the team (no cross-team hits, ever), the deployment and its revision, the
+whole message list (system prompt and every earlier turn), max_tokens and every option
+passed to the model (sampling parameters, stop, seed, response_format...). Change any of
+them and the request misses: a user who edited their context never gets the old answer.
+
+Only deterministic requests are cached (temperature 0, or a seed): a sampled reply is one
+draw among many and replaying it would change what the caller asked for.
+"""
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.conf import settings
+
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from inference.chat_request import ChatRequest, InvalidRequest
+from inference.deployments import DeploymentInfo
+
+KEY_PREFIX = "sluice:cache:exact:"
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    content: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class CacheDirectives:
+    """What the caller asked of the cache: Cache-Control no-cache (do not answer from the
+    cache), no-store (do not keep this reply), x-sluice-cache-ttl (seconds to keep it)."""
+
+    lookup: bool = True
+    store: bool = True
+    ttl_s: int | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> "CacheDirectives":
+        """From HTTP headers (case-insensitive, as Django's request.headers)."""
+        control = {part.strip().lower() for part in headers.get("Cache-Control", "").split(",")}
+        ttl_s = None
+        raw_ttl = headers.get("x-sluice-cache-ttl")
+        if raw_ttl is not None:
+            if not raw_ttl.isdigit() or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S:
+                raise InvalidRequest(
+                    f"x-sluice-cache-ttl must be whole seconds from 1 to "
+                    f"{settings.CACHE_EXACT_MAX_TTL_S}",
+                    "x-sluice-cache-ttl",
+                )
+            ttl_s = int(raw_ttl)
+        return cls("no-cache" not in control, "no-store" not in control, ttl_s)
+
+
+def is_deterministic(chat: ChatRequest) -> bool:
+    """Whether a replay is what the caller asked for (otherwise: only if the policy says)."""
+    return chat.options.get("temperature") == 0 or chat.options.get("seed") is not None
+
+
+def cache_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> str:
+    material = {
+        "team": team_id,
+        "deployment": deployment.name,
+        "revision": deployment.revision,
+        "messages": chat.messages,
+        "max_tokens": chat.max_tokens,
+        "options": chat.options,
+    }
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class CacheUnavailable(Exception):
+    """The cache's Redis failed: the request goes to the model and says `bypass`."""
+
+
+async def lookup(key: str) -> CachedReply | None:
+    try:
+        raw = await async_cache_redis().get(key)
+    except REDIS_FAILURES as exc:
+        raise CacheUnavailable(str(exc)) from exc
+    return None if raw is None else CachedReply(**json.loads(raw))
+
+
+def encode(reply: CachedReply) -> str:
+    return json.dumps(asdict(reply))
+
+
+def replay_chunks(
+    reply: CachedReply, request_id: str, created: int, model: str, include_usage: bool
+) -> list[dict[str, Any]]:
+    """The stored reply as the chunks a generation would have streamed."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    chunks = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": reply.content}),
+        chunk({}, reply.finish_reason),
+    ]
+    if include_usage:
+        chunks.append(
+            {
+                "id": request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage(reply),
+            }
+        )
+    return chunks
+
+
+def usage(reply: CachedReply) -> dict[str, int]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }

@@ -1,0 +1,100 @@
+"""A per-team sample of recent semantic lookups: numbers only, for threshold previews.
+
+Each semantic lookup of a team leaves one compact JSON record in a capped Redis list
+under CACHE_REDIS_URL (`sluice:cache:lookups:<team_id>`, newest first, the last
+KEEP lookups, expiring WINDOW_S after the last one):
+
+    {"c": [0.953, 0.911], "v": [0, null], "t": 0.92, "ve": 1}
+
+c: the cosine of each candidate VSIM returned (up to 4, best first; [] when the
+context's set had none); v: for each, verify()'s verdict where verification evaluated it
+(1 accepted, 0 rejected), null where it did not (below the threshold, after the accepted
+one, entry gone, or verification off); t and ve: the threshold and verification in force.
+No question text, no ids: nothing of the team's data beyond these numbers.
+
+The write is fire-and-forget (a task on the lookup's event loop), so it adds no round trip
+to the lookup; a failing Redis loses the sample, never the request.
+"""
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+
+logger = logging.getLogger(__name__)
+PREFIX = "sluice:cache:lookups:"
+KEEP = 1000
+WINDOW_S = 7 * 24 * 3600
+_pending: set["asyncio.Task[None]"] = set()
+
+
+def key(team_id: int) -> str:
+    return f"{PREFIX}{team_id}"
+
+
+@dataclass(frozen=True)
+class LookupSample:
+    cosines: tuple[float, ...]
+    verdicts: tuple[bool | None, ...]
+    threshold: float
+    verify_enabled: bool
+
+    def encode(self) -> str:
+        verdicts = [None if v is None else int(v) for v in self.verdicts]
+        return json.dumps(
+            {
+                "c": [round(c, 4) for c in self.cosines],
+                "v": verdicts,
+                "t": self.threshold,
+                "ve": int(self.verify_enabled),
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, raw: str | bytes) -> "LookupSample":
+        data = json.loads(raw)
+        cosines = tuple(float(c) for c in data["c"])
+        verdicts = tuple(None if v is None else bool(v) for v in data["v"])
+        if len(verdicts) != len(cosines):
+            raise ValueError("a verdict per candidate")
+        return cls(cosines, verdicts, float(data["t"]), bool(data["ve"]))
+
+
+def record(team_id: int, sample: LookupSample) -> None:
+    """Queue the sample's write on the running loop; returns at once."""
+    task = asyncio.get_running_loop().create_task(_write(team_id, sample.encode()))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+async def _write(team_id: int, encoded: str) -> None:
+    pipe = async_cache_redis().pipeline(transaction=False)
+    pipe.lpush(key(team_id), encoded)
+    pipe.ltrim(key(team_id), 0, KEEP - 1)
+    pipe.expire(key(team_id), WINDOW_S)
+    try:
+        await pipe.execute()
+    except REDIS_FAILURES as exc:
+        logger.debug("semantic lookup sample of team %s lost: %s", team_id, exc)
+
+
+async def drain() -> None:
+    """Wait for the samples queued on this loop (tests; a clean shutdown)."""
+    loop = asyncio.get_running_loop()
+    mine = [t for t in _pending if t.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
+
+
+def recent(raw_records: list[str] | list[bytes]) -> list[LookupSample]:
+    """Decode what LRANGE returned, skipping anything unreadable."""
+    samples = []
+    for raw in raw_records:
+        try:
+            samples.append(LookupSample.decode(raw))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return samples

@@ -1,0 +1,63 @@
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models.functions import Coalesce
+
+
+class CachePolicy(models.Model):
+    """How a team's replies are cached. The row without a team is the global default;
+    a team without its own row uses it (and without either, the settings' defaults)."""
+
+    team = models.OneToOneField(
+        "accounts.Team",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="cache_policy",
+        help_text="Empty: the global default for teams without a policy of their own.",
+    )
+    exact_enabled = models.BooleanField(default=True)
+    semantic_enabled = models.BooleanField(default=True)
+    cache_sampled = models.BooleanField(
+        default=False,
+        help_text="Also cache requests with temperature > 0 and no seed: "
+        "a replay then returns one earlier draw.",
+    )
+    exact_ttl_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    semantic_ttl_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    max_age_s = models.PositiveIntegerField(
+        default=7 * 24 * 3600,
+        validators=[MinValueValidator(1)],
+        help_text="Hard maximum age of any entry, whatever TTL a request asks for.",
+    )
+    similarity_threshold = models.FloatField(
+        default=0.92,
+        validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="Cosine similarity a semantic candidate needs before verification.",
+    )
+    verify_enabled = models.BooleanField(
+        default=True,
+        help_text="Reject candidates that differ in negation, numbers, dates, "
+        "names or roles, however similar their embeddings.",
+    )
+    max_entry_bytes = models.PositiveIntegerField(
+        default=256 * 1024, validators=[MinValueValidator(1)]
+    )
+    memory_budget_bytes = models.PositiveBigIntegerField(
+        default=64 * 1024 * 1024,
+        validators=[MinValueValidator(1024)],
+        help_text="Per cache (exact, semantic) of the team; beyond it, entries are evicted "
+        "by GreedyDual-Size-Frequency.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "cache policies"
+        constraints = [
+            # NULLs are distinct in a plain unique index; coalescing makes them collide.
+            models.UniqueConstraint(
+                Coalesce("team", models.Value(0)), name="one_global_cache_policy"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"cache policy of {self.team}" if self.team_id else "global cache policy"

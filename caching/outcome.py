@@ -1,0 +1,16 @@
+"""What the caches did for one request: told to the caller (x-sluice-cache, the socket's
+`cache` field), counted per team, kept on the usage record."""
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    HIT_EXACT = "hit-exact"
+    HIT_SEMANTIC = "hit-semantic"
+    COALESCED = "coalesced"  # shared another identical request's generation
+    MISS = "miss"
+    BYPASS = "bypass"  # the caches were not consulted (sampled, no-cache, or unreachable)
+
+    @property
+    def served_from_cache(self) -> bool:
+        return self in (Outcome.HIT_EXACT, Outcome.HIT_SEMANTIC)

@@ -1,0 +1,215 @@
+"""One decision per request: which cache answers it, and where its reply will be kept.
+
+Order: the exact cache (one GET), then the semantic cache (embed, nearest neighbours in the
+context's vector set, verify). A failing cache Redis or a missing embedding model never
+fails a request: it goes to the model and the response says `bypass` (and the log why).
+"""
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from caching import eviction, exact, semantic, stats
+from caching.exact import CacheDirectives, CachedReply, CacheUnavailable
+from caching.outcome import Outcome
+from caching.policy import CacheSettings, policy_for_team
+from caching.semantic import SemanticSlot, SemanticUnavailable
+from foundation import metrics
+from foundation.redis_clients import REDIS_FAILURES, RedisUnavailable, async_cache_redis
+from inference.chat_request import ChatRequest
+from inference.deployments import DeploymentInfo
+from inference.embeddings import EmbedderUnavailable, embedder
+
+logger = logging.getLogger(__name__)
+SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
+SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
+
+
+@dataclass(frozen=True)
+class EntryRef:
+    namespace: str
+    key: str
+
+
+def namespace(kind: str, team_id: int) -> str:
+    return f"{kind}:{team_id}"
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """result is what the caller is told; reply and hit are set on a hit. On a miss,
+    key (the exact key, also what identical requests coalesce on) and slot say where the
+    reply goes, if store allows."""
+
+    result: Outcome
+    reply: CachedReply | None = None
+    hit: EntryRef | None = None
+    own: tuple[EntryRef, ...] = ()  # where this very request's reply is (or will be) kept
+    key: str | None = None
+    slot: SemanticSlot | None = None
+    store_exact: bool = False
+    ttl_s: int | None = None
+    policy: CacheSettings | None = None
+
+
+def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
+    return (policy.exact_enabled or policy.semantic_enabled) and (
+        policy.cache_sampled or exact.is_deterministic(chat)
+    )
+
+
+async def plan(
+    directives: CacheDirectives, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+) -> CachePlan:
+    try:
+        policy = await policy_for_team(team_id)
+    except RedisUnavailable as exc:
+        logger.warning("response caches bypassed, cache policy unreadable: %s", exc)
+        return CachePlan(Outcome.BYPASS)
+    if not cacheable(policy, chat):
+        return CachePlan(Outcome.BYPASS)
+    key = exact.cache_key(team_id, deployment, chat)
+    own = _own_entries(team_id, deployment, chat, key)
+    try:
+        if directives.lookup and policy.exact_enabled:
+            reply = await exact.lookup(key)
+            if reply is not None:
+                return CachePlan(Outcome.HIT_EXACT, reply, own[0], own)
+        started = time.perf_counter()
+        slot = await _slot(policy, team_id, deployment, chat)
+        if slot is not None and directives.lookup:
+            match = await semantic.lookup(
+                slot, policy.similarity_threshold, policy.verify_enabled, team_id
+            )
+            metrics.semantic_lookup.observe(time.perf_counter() - started)
+            if match is not None:
+                hit = EntryRef(namespace("semantic", team_id), match.entry_key)
+                return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own)
+    except (CacheUnavailable, SemanticUnavailable) as exc:
+        logger.warning("response caches bypassed, cache Redis failed: %s", exc)
+        return CachePlan(Outcome.BYPASS)
+    return CachePlan(
+        Outcome.MISS if directives.lookup else Outcome.BYPASS,
+        own=own,
+        key=key,
+        slot=slot if directives.store else None,
+        store_exact=directives.store and policy.exact_enabled,
+        ttl_s=directives.ttl_s,
+        policy=policy,
+    )
+
+
+def _own_entries(
+    team_id: int, deployment: DeploymentInfo, chat: ChatRequest, key: str
+) -> tuple[EntryRef, ...]:
+    """The exact entry and, for a question, the semantic entry this request's reply goes
+    to: a false-hit report removes both, or the wrong reply would answer again."""
+    entries = [EntryRef(namespace("exact", team_id), key)]
+    question = semantic.question_of(chat)
+    if question is not None:
+        element = semantic.element_id(semantic.context_key(team_id, deployment, chat), question)
+        entries.append(EntryRef(namespace("semantic", team_id), semantic.ENTRY_PREFIX + element))
+    return tuple(entries)
+
+
+async def _slot(
+    policy: CacheSettings, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+) -> SemanticSlot | None:
+    question = semantic.question_of(chat) if policy.semantic_enabled else None
+    if question is None:
+        return None
+    try:
+        vector = await embedder().embed(question)
+    except EmbedderUnavailable:
+        return None  # logged once when loading failed; the exact cache still works
+    return SemanticSlot.of(semantic.context_key(team_id, deployment, chat), question, vector)
+
+
+async def keep(
+    plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str, team_id: int
+) -> None:
+    """Keep a complete generated reply in each cache the plan names."""
+    policy = plan.policy
+    if policy is None or plan.key is None:
+        return
+    encoded = exact.encode(reply)
+    if len(encoded) > policy.max_entry_bytes:
+        return
+    # What regenerating it would cost: money when the model is priced, else tokens.
+    cost = cost_micros or reply.prompt_tokens + reply.completion_tokens
+    if plan.store_exact:
+        budget = eviction.Budget(namespace("exact", team_id), policy.memory_budget_bytes)
+        ttl_s = policy.ttl_for(policy.exact_ttl_s, plan.ttl_s)
+        try:
+            await eviction.admit(async_cache_redis(), budget, plan.key, encoded, ttl_s, cost)
+        except REDIS_FAILURES as exc:
+            logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
+    if plan.slot is not None:
+        budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
+        await semantic.store(
+            plan.slot, reply, budget, policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s), cost
+        )
+    if plan.store_exact or plan.slot is not None:
+        await note_served(request_id, team_id, plan.own)
+
+
+async def settle(
+    plan: CachePlan,
+    request_id: str,
+    team_id: int,
+    result: Outcome,
+    tokens_saved: int,
+    cost_saved_micros: int,
+) -> None:
+    """After the reply went out, in one round trip: count the outcome for the team; for a
+    hit, raise its entry's GDSF value and note which entries answered (for false-hit
+    reports). Requests the caches never considered (sampled ones) are not counted."""
+    if plan.key is None and plan.hit is None:
+        return
+    pipe = async_cache_redis().pipeline(transaction=False)
+    stats.queue_count(pipe, team_id, result, tokens_saved, cost_saved_micros)
+    if plan.hit is not None:
+        eviction.queue_hit(pipe, plan.hit.namespace, plan.hit.key)
+        pipe.set(
+            SERVED_PREFIX + request_id,
+            _served_record(team_id, (plan.hit, *plan.own)),
+            ex=SERVED_TTL_S,
+        )
+    try:
+        await pipe.execute()
+    except REDIS_FAILURES as exc:
+        logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
+
+
+async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> None:
+    """Which entries hold the reply a request got, so its caller can report it as wrong."""
+    try:
+        record = _served_record(team_id, entries)
+        await async_cache_redis().set(SERVED_PREFIX + request_id, record, ex=SERVED_TTL_S)
+    except REDIS_FAILURES as exc:
+        logger.warning("cache: entries that answered %s not noted: %s", request_id, exc)
+
+
+def _served_record(team_id: int, entries: tuple[EntryRef, ...]) -> str:
+    return json.dumps({"team": team_id, "entries": [[e.namespace, e.key] for e in entries]})
+
+
+async def report_false_hit(request_id: str, team_id: int) -> bool:
+    """Remove the entry that answered this team's request; False if there is none (or it
+    answered another team: no way to probe other teams' requests)."""
+    client = async_cache_redis()
+    try:
+        raw = await client.get(SERVED_PREFIX + request_id)
+        if raw is None or json.loads(raw)["team"] != team_id:
+            return False
+        for entry_namespace, key in json.loads(raw)["entries"]:
+            await eviction.forget(client, entry_namespace, key)
+        await client.delete(SERVED_PREFIX + request_id)
+    except REDIS_FAILURES as exc:
+        raise CacheUnavailable(str(exc)) from exc
+    await stats.count_false_hit(team_id)
+    logger.info(
+        "cache: team %s reported %s as a false hit; its entries are removed", team_id, request_id
+    )
+    return True

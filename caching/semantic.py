@@ -1,0 +1,196 @@
+"""The semantic cache: answer a question asked before in other words, never a different one.
+
+Only the last user message is compared; everything before it (system prompt, earlier
+turns) and every option that shapes the reply must match exactly. That is the context
+key: a hash of team, deployment and revision, all earlier messages, max_tokens and the
+options. Each context has its own Redis 8 vector set, so a follow-up question is only
+ever compared with follow-ups in the same conversation, of the same team, and a user
+who changed their context never gets the answer to the old one.
+
+A candidate must clear two bars: cosine similarity of the MiniLM embeddings at or above
+the policy's threshold, and verify() (caching/verify.py), which rejects the
+near-misses embeddings confuse (negation, numbers, dates, names, swapped roles).
+
+Layout under CACHE_REDIS_URL:
+    sluice:cache:sem:set:<context sha256>    vector set, elements are entry ids (NOQUANT:
+                                             the scores are the model's, so the measured
+                                             threshold table holds)
+    sluice:cache:sem:entry:<entry sha256>    JSON {question, reply}
+    sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
+                                             (caching/lookup_log.py), for the
+                                             dashboard's threshold preview
+Entries are admitted through GDSF eviction (namespace "semantic:<team>"), which removes
+an entry's vector element whenever the entry goes.
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from caching import eviction, lookup_log
+from caching.exact import CachedReply
+from caching.verify import verify
+from foundation import metrics
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from inference.chat_request import ChatRequest
+from inference.deployments import DeploymentInfo
+from inference.embeddings import Vector
+
+logger = logging.getLogger(__name__)
+SET_PREFIX = "sluice:cache:sem:set:"
+ENTRY_PREFIX = "sluice:cache:sem:entry:"
+CANDIDATES = 4  # nearest neighbours checked: the closest may fail verification
+
+
+class SemanticUnavailable(Exception):
+    """Redis failed during a semantic lookup: the request goes on as a miss."""
+
+
+def question_of(chat: ChatRequest) -> str | None:
+    """The last user message's text; None when the conversation does not end with one."""
+    last = chat.messages[-1]
+    if last.get("role") != "user":
+        return None
+    content = last.get("content")
+    if isinstance(content, list):
+        parts = [
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        ]
+        if len(parts) != len(content):
+            return None  # images or audio: their meaning is not in the text
+        content = " ".join(parts)
+    return content.strip() if isinstance(content, str) and content.strip() else None
+
+
+def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> str:
+    material = {
+        "team": team_id,
+        "deployment": deployment.name,
+        "revision": deployment.revision,
+        "context": chat.messages[:-1],
+        "max_tokens": chat.max_tokens,
+        "options": chat.options,
+    }
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def element_id(context: str, question: str) -> str:
+    return hashlib.sha256(f"{context}\n{question}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SemanticSlot:
+    """Where a question lives: its context's vector set and its own entry."""
+
+    set_key: str
+    element: str
+    question: str
+    vector: Vector
+
+    @classmethod
+    def of(cls, context: str, question: str, vector: Vector) -> "SemanticSlot":
+        return cls(SET_PREFIX + context, element_id(context, question), question, vector)
+
+    @property
+    def entry_key(self) -> str:
+        return ENTRY_PREFIX + self.element
+
+
+@dataclass(frozen=True)
+class SemanticMatch:
+    reply: CachedReply
+    entry_key: str
+    similarity: float
+    question: str
+
+
+async def lookup(
+    slot: SemanticSlot, threshold: float, verify_enabled: bool, team_id: int | None = None
+) -> SemanticMatch | None:
+    """The first candidate at or above the threshold that verification accepts. With a
+    team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact."""
+    client = async_cache_redis()
+    try:
+        found = await client.execute_command(  # type: ignore[no-untyped-call]
+            "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES, "WITHSCORES"
+        )
+        scored = _scored(found)
+        candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
+        stored = await client.mget([ENTRY_PREFIX + e for e, _ in candidates]) if candidates else []
+    except REDIS_FAILURES as exc:
+        raise SemanticUnavailable(str(exc)) from exc
+    verdicts: list[bool | None] = [None] * len(scored)
+    match = None
+    for index, ((element, similarity), raw) in enumerate(zip(candidates, stored, strict=True)):
+        if raw is None:
+            continue  # expired or evicted; its element goes at the next purge
+        entry = json.loads(raw)
+        if verify_enabled:
+            verdict = verify(slot.question, entry["question"])
+            verdicts[index] = verdict.accepted  # candidates are scored's first entries
+            if not verdict.accepted:
+                metrics.semantic_rejections.labels(verdict.reason).inc()
+                continue
+        match = SemanticMatch(
+            CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
+        )
+        break
+    if team_id is not None:
+        lookup_log.record(
+            team_id,
+            lookup_log.LookupSample(
+                tuple(cosine for _, cosine in scored), tuple(verdicts), threshold, verify_enabled
+            ),
+        )
+    return match
+
+
+def _scored(found: Any) -> list[tuple[str, float]]:
+    """VSIM's answer as (element, cosine), best first. redis-py gives {element: score} (or
+    a flat list without its response callback); Redis scores are (1 + cosine) / 2."""
+    if isinstance(found, dict):
+        scored = list(found.items())
+    else:
+        flat = list(found or [])
+        scored = list(zip(flat[::2], flat[1::2], strict=True))
+    return sorted(((str(e), 2 * float(score) - 1) for e, score in scored), key=lambda p: -p[1])
+
+
+async def store(
+    slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int, cost: int
+) -> None:
+    """Add the question to its context's set, then admit its entry (which owns the element
+    from then on). The set itself expires with the longest-lived entry it could hold."""
+    client = async_cache_redis()
+    value = json.dumps({"question": slot.question, "reply": asdict(reply)})
+    try:
+        await client.execute_command(  # type: ignore[no-untyped-call]
+            "VADD", slot.set_key, "FP32", slot.vector.tobytes(), slot.element, "NOQUANT"
+        )
+        admission = await eviction.admit(
+            client,
+            budget,
+            slot.entry_key,
+            value,
+            ttl_s,
+            cost,
+            vector_set=slot.set_key,
+            element=slot.element,
+        )
+        # A set with no entries left must not linger: it lives as long as its newest entry.
+        pipe = client.pipeline(transaction=False)
+        pipe.expire(slot.set_key, ttl_s, gt=True)
+        pipe.expire(slot.set_key, ttl_s, nx=True)
+        await pipe.execute()
+    except REDIS_FAILURES as exc:
+        logger.warning("semantic cache: entry not stored, cache Redis failed: %s", exc)
+        return
+    if not admission.admitted:
+        logger.info(
+            "semantic cache: entry of %d bytes exceeds the budget of %s",
+            len(value),
+            budget.namespace,
+        )

@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class LoadtestConfig(AppConfig):
-    name = "gateway.loadtest"
-    label = "loadtest"
-    verbose_name = "Load benchmark"

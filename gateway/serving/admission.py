@@ -1,0 +1,147 @@
+"""Steps 1 and 2 of the pipeline: who is asking (re-checked for every request, on every
+transport), which deployment answers, and the quota reservation that admits it.
+
+Everything here raises domain exceptions; gateway/serving/errors.py says what a client is
+told.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+
+from foundation import metrics
+from gateway.accounts.authentication import authenticate_key
+from gateway.accounts.models import Membership
+from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
+from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.accounts.rejections import count_rejection
+from gateway.serving.errors import ModelNotFound, NotAuthenticated, NoUsableTier
+from inference.chat_request import ChatRequest
+from inference.deployments import DeploymentInfo, catalog
+from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
+
+logger = logging.getLogger(__name__)
+INFERENCE_SCOPE = "inference"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: a team, and the key if one was used (web users have none)."""
+
+    team_id: int
+    key_id: str | None = None
+    key_rpm: int | None = None
+    allowed_models: tuple[str, ...] = ()
+
+    @classmethod
+    def from_key(cls, key: KeyRecord) -> "Caller":
+        return cls(key.team_id, key.lookup_id, key.requests_per_minute, key.allowed_models)
+
+
+class Credential(Protocol):
+    """What a transport holds for its client; asked again before every request, so a revoked
+    key or a user removed from their team stops at their next message."""
+
+    async def authorize(self) -> Caller: ...
+
+
+@dataclass(frozen=True)
+class ApiKeyCredential:
+    """A bearer API key (HTTP) or the key a socket sent in its auth message."""
+
+    api_key: str
+
+    async def authorize(self) -> Caller:
+        # The key record comes from the process cache (<= 1 s old), then Redis, then the
+        # database: a revocation reaches every process within about a second.
+        return Caller.from_key(await authenticate_key(self.api_key, INFERENCE_SCOPE))
+
+
+@dataclass(frozen=True)
+class SessionUserCredential:
+    """A logged-in web user, billed to their first team (admins' teams first)."""
+
+    user_id: int
+
+    async def authorize(self) -> Caller:
+        team_id = await sync_to_async(_first_active_team_id)(self.user_id)
+        if team_id is None:
+            raise NotAuthenticated("Your account is not in a team; ask a team admin to add you.")
+        return Caller(team_id=team_id)
+
+
+@dataclass(frozen=True)
+class NoCredential:
+    """A socket that has neither logged in nor sent a key."""
+
+    async def authorize(self) -> Caller:
+        raise NotAuthenticated("Log in, or send {type: auth, api_key} first.")
+
+
+def _first_active_team_id(user_id: int) -> int | None:
+    if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+        return None
+    membership = Membership.objects.filter(user_id=user_id).order_by("role", "team__name").first()
+    return None if membership is None else membership.team_id
+
+
+@dataclass(frozen=True)
+class Target:
+    """The deployment that answers, and for model "auto", how it was chosen."""
+
+    deployment: DeploymentInfo
+    tier_route: TierRoute | None = None
+
+    def headers(self) -> dict[str, str]:
+        """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto"."""
+        return self.tier_route.headers() if self.tier_route is not None else {}
+
+
+async def choose_target(caller: Caller, chat: ChatRequest) -> Target:
+    """The named deployment; "auto" (unless a deployment has that name) picks one by tier."""
+    deployment = await catalog.get(chat.model)
+    target = Target(deployment) if deployment is not None else None
+    if target is None and chat.model == AUTO_MODEL:
+        target = await _route_auto(caller, chat)
+    if target is None:
+        raise ModelNotFound(chat.model)
+    return target
+
+
+async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
+    """Model "auto": classify the request, then take a deployment of that tier the caller may
+    use (docs/routing.md, "Tiered routing"). A key with allowed models reaches only those:
+    "auto" is a chooser, not a permission. None when no small or large deployment exists."""
+    routed = [d for d in (await catalog.all()).values() if d.tier in ROUTED_TIERS]
+    if not routed:
+        return None
+    usable = [d for d in routed if not caller.allowed_models or d.name in caller.allowed_models]
+    decision = classify(chat.messages, chat.max_tokens, chat.options.get("response_format"))
+    route = choose_deployment(decision, [(d.name, d.tier) for d in usable])
+    if route is None:
+        raise NoUsableTier(
+            "This API key may not use any small or large deployment, which the model 'auto' "
+            "routes to: list them in the key's allowed models."
+        )
+    return Target(next(d for d in usable if d.name == route.deployment), route)
+
+
+async def reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
+    """Reserve the request's RPM, tokens and money atomically (one Lua script)."""
+    prompt = chat.estimated_prompt_tokens()
+    request = AdmissionRequest(
+        caller.team_id,
+        caller.key_id,
+        prompt,
+        chat.max_tokens,
+        deployment.cost_micros(prompt, chat.max_tokens),
+    )
+    try:
+        return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)
+    except QuotaExceeded as exc:
+        metrics.quota_rejections.labels(exc.limit).inc()
+        await count_rejection(caller.team_id, exc.limit)
+        raise

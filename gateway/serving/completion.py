@@ -1,0 +1,197 @@
+"""Steps 5 to 7 of the pipeline for one admitted request: replay a cache hit, or share an
+identical generation (coalesce), or route to a worker and stream from it.
+
+A Completion is started (up to its first chunk, so failures before the first token are
+errors the adapter can still answer with), streamed, and settled: settlement is an
+explicit call (gateway/serving/settlement.py), made by the pipeline when start fails and
+by the adapter after the stream, through `async with`.
+"""
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any
+
+from django.conf import settings
+
+from caching import exact
+from caching.coalesce import Coalescer, Item
+from caching.outcome import Outcome
+from caching.responses import CachePlan
+from gateway.accounts.quotas import Reservation
+from gateway.serving import settlement
+from gateway.serving.admission import Target
+from gateway.serving.errors import rate_limit_headers
+from inference.chat_request import ChatRequest
+from scaling.routing.dispatcher import Dispatcher
+from scaling.routing.prefix import route_context
+from scaling.routing.streaming import stream_completion
+
+Chunk = dict[str, Any]
+# One per process: the dispatcher's in-flight counts and the coalescer's shared generations
+# are this process's view (gateway/serving/state.py resets them between tests).
+dispatcher = Dispatcher()
+coalescer = Coalescer()
+
+
+class Completion:
+    """One chat completion after admission: its chunks, what they cost, how it ended."""
+
+    def __init__(
+        self,
+        request_id: str,
+        chat: ChatRequest,
+        target: Target,
+        reservation: Reservation,
+        cache: CachePlan,
+    ) -> None:
+        self.request_id = request_id
+        self.chat = chat
+        self.target = target
+        self.deployment = target.deployment
+        self.reservation = reservation
+        self.cache = cache
+        self.coalesced = False  # read another identical request's generation
+        self.text: list[str] = []  # kept only when the reply will be cached
+        self.finish_reason: str | None = None
+        self.created = int(time.time())
+        self.usage: dict[str, int] | None = None
+        self.chunks_with_text = 0
+        self.worker_url = ""
+        self.started_at = time.monotonic()
+        self.ttft_s: float | None = None
+        self.status = "cancelled"  # until the stream ends one way or the other
+        self.settled = False
+        self._source: AsyncGenerator[Chunk, None] | None = None
+        self._first: Chunk | None = None
+
+    async def start(self) -> None:
+        """Up to the first chunk: a hit replays, a miss coalesces or routes and generates.
+        Raises the domain error (no worker, queue timeout, worker failure) before any byte
+        has reached the client."""
+        self._source = self._replayed() if self.cache.reply is not None else self._generated()
+        try:
+            self._first = await anext(self._source)
+        except StopAsyncIteration:
+            self._first = None
+        except BaseException as exc:
+            self.status = "failed" if isinstance(exc, Exception) else "cancelled"
+            await self._source.aclose()
+            raise
+
+    async def stream(self) -> AsyncIterator[Chunk]:
+        """The chunks from the first on, with our id and the public model name. It ends when
+        the worker has finished; settle() comes after, so a client can be told the reply is
+        complete without waiting for the quota and ledger round trips."""
+        assert self._source is not None, "start() first"
+        try:
+            async with aclosing(self._source) as chunks:
+                if self._first is not None:
+                    yield self._first
+                async for chunk in chunks:
+                    yield chunk
+            self.status = "ok"
+        except Exception:
+            self.status = "failed"
+            raise
+
+    async def settle(self) -> None:
+        """Step 8, exactly once however the request ended (done, failed, cancelled)."""
+        if self.settled:
+            return
+        self.settled = True
+        if self._source is not None:
+            await self._source.aclose()  # a client gone mid-stream: stop the worker first
+        await settlement.settle(self)
+
+    async def __aenter__(self) -> "Completion":
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await asyncio.shield(self.settle())
+
+    # What the adapters show.
+    @property
+    def cache_result(self) -> Outcome:
+        """For the caller, the usage record and counters: coalesced requests are marked."""
+        return Outcome.COALESCED if self.coalesced else self.cache.result
+
+    @property
+    def served_without_generating(self) -> bool:
+        return self.cache.reply is not None or self.coalesced
+
+    def response_headers(self) -> dict[str, str]:
+        headers = {
+            **rate_limit_headers(self.reservation.state),
+            **self.target.headers(),
+            "x-sluice-cache": self.cache.result,
+        }
+        if self.coalesced:
+            headers["x-sluice-coalesced"] = "true"
+        return headers
+
+    def used_tokens(self) -> tuple[int, int]:
+        """Real usage when the worker reported it; otherwise what was produced so far."""
+        if self.usage is not None:
+            return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
+        produced = self.chunks_with_text
+        return (self.chat.estimated_prompt_tokens() if produced else 0), produced
+
+    # Where the chunks come from.
+    async def _generated(self) -> AsyncGenerator[Chunk, None]:
+        source = self._routed()
+        if settings.CACHE_COALESCE_ENABLED and self.cache.result == Outcome.MISS and self.cache.key:
+            shared, leader = coalescer.join(self.cache.key, lambda: source)
+            if not leader:
+                await source.aclose()  # never started: nothing reached the worker
+                self.coalesced = True
+            source = shared.read()
+        async with aclosing(source) as upstream:
+            async for worker_url, chunk in upstream:
+                self._observe(worker_url, chunk)
+                yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+
+    async def _routed(self) -> AsyncGenerator[Item, None]:
+        """Step 6 and 7: the deployment's routing policy picks a worker; stream from it."""
+        name = self.deployment.name
+        route = route_context(
+            name, self.deployment.routing_policy, self.chat.messages, self.chat.options.get("user")
+        )
+        stream = stream_completion(dispatcher, name, self.chat.upstream_body(), route=route)
+        async with aclosing(stream) as upstream:
+            async for lease, chunk in upstream:
+                yield lease.worker.url, chunk
+
+    async def _replayed(self) -> AsyncGenerator[Chunk, None]:
+        """A cache hit: the stored reply in the chunk shape a generation streams."""
+        assert self.cache.reply is not None
+        self.usage = exact.usage(self.cache.reply)  # what the reply is; billing is nil
+        self.ttft_s = time.monotonic() - self.started_at
+        for chunk in exact.replay_chunks(
+            self.cache.reply,
+            self.request_id,
+            self.created,
+            self.deployment.name,
+            include_usage=True,
+        ):
+            yield chunk
+
+    def _observe(self, worker_url: str, chunk: Chunk) -> None:
+        self.worker_url = worker_url
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if self.cache.key is not None and not self.coalesced:
+            for choice in chunk.get("choices", []):
+                self.text.append((choice.get("delta") or {}).get("content") or "")
+                self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+            self.chunks_with_text += 1
+            if self.ttft_s is None:
+                self.ttft_s = time.monotonic() - self.started_at

@@ -1,0 +1,176 @@
+"""One table from domain exceptions to OpenAI errors, for every transport.
+
+Domain code raises what went wrong (a revoked key, an exhausted quota, no worker); only
+this module knows what a client is told. The HTTP view sends `ApiError.response()`, the
+WebSocket consumer sends `ApiError.body()` in an error event, a stream that fails midway
+sends `ApiError.sse_chunk()`; the status and code are the same on each.
+"""
+
+import json
+import logging
+import math
+from collections.abc import Callable
+
+from django.http import JsonResponse
+from redis.exceptions import RedisError
+
+from caching.exact import CacheUnavailable
+from foundation.redis_clients import RedisUnavailable
+from gateway.accounts.authentication import AuthenticationFailed, ModelNotAllowed, ScopeDenied
+from gateway.accounts.quotas import (
+    AdmissionUnavailable,
+    MaxTokensOverCap,
+    QuotaExceeded,
+    RateLimitState,
+)
+from inference.chat_request import InvalidRequest
+from inference.client import UpstreamError
+from scaling.routing.dispatcher import NoHealthyWorker, QueueTimeout
+
+logger = logging.getLogger(__name__)
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "api_error",
+    503: "api_error",
+}
+
+
+class ApiError(Exception):
+    """An error in OpenAI's shape, so the official clients raise the right exception types."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, dict[str, str | None]]:
+        error = {
+            "message": self.message,
+            "type": _TYPES.get(self.status, "api_error"),
+            "param": self.param,
+            "code": self.code,
+        }
+        return {"error": error}
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse(self.body(), status=self.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+    def sse_chunk(self) -> bytes:
+        return f"data: {json.dumps(self.body())}\n\n".encode()
+
+
+class NotAuthenticated(Exception):
+    """A socket sent a chat before logging in or sending a key."""
+
+
+class ModelNotFound(Exception):
+    def __init__(self, model: str) -> None:
+        super().__init__(f"The model '{model}' does not exist.")
+
+
+class NoUsableTier(Exception):
+    """Model "auto", but the key may use no small or large deployment."""
+
+
+class Busy(Exception):
+    """A socket asked for a second reply while one is streaming."""
+
+
+def rate_limit_headers(state: RateLimitState) -> dict[str, str]:
+    headers = {}
+    for kind, limit, remaining, reset in (
+        ("requests", state.limit_requests, state.remaining_requests, state.reset_requests_s),
+        ("tokens", state.limit_tokens, state.remaining_tokens, state.reset_tokens_s),
+    ):
+        if limit is not None:
+            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+            headers[f"x-ratelimit-remaining-{kind}"] = str(remaining)
+            headers[f"x-ratelimit-reset-{kind}"] = f"{reset:.3f}s"
+    return headers
+
+
+def _quota_exceeded(exc: QuotaExceeded) -> ApiError:
+    headers = rate_limit_headers(exc.state)
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    return ApiError(429, str(exc), exc.limit, headers=headers)
+
+
+def _upstream(exc: UpstreamError) -> ApiError:
+    """What the client hears about a worker failure: no internal addresses (they are logged)."""
+    logger.warning("upstream failure at %s: %s", exc.worker_url, exc)
+    if exc.client_error:
+        message = f"The model refused the request: {exc}".replace(exc.worker_url, "")
+        return ApiError(400, message, "invalid_request")
+    return ApiError(502, "The model worker failed; try again.", "upstream_error")
+
+
+def _unavailable(exc: BaseException) -> ApiError:
+    return ApiError(503, f"{str(exc).rstrip('.')}; try again shortly.", "service_unavailable")
+
+
+def _no_worker(exc: BaseException) -> ApiError:
+    return ApiError(503, f"No healthy worker: {exc}. Try again shortly.", "no_healthy_worker")
+
+
+def _queue_timeout(exc: BaseException) -> ApiError:
+    message = f"All workers are busy: {exc}. Retry shortly."
+    return ApiError(503, message, "queue_timeout", headers={"Retry-After": "1"})
+
+
+def _invalid(exc: BaseException) -> ApiError:
+    assert isinstance(exc, InvalidRequest)
+    return ApiError(400, str(exc), "invalid_request", exc.param)
+
+
+# Most specific first: the first matching row wins (ModelNotAllowed is a ScopeDenied).
+TABLE: list[tuple[type[BaseException], Callable[[BaseException], ApiError]]] = [
+    (InvalidRequest, _invalid),
+    (MaxTokensOverCap, lambda e: ApiError(400, str(e), "max_tokens_over_cap", "max_tokens")),
+    (NotAuthenticated, lambda e: ApiError(401, str(e), "unauthenticated")),
+    (AuthenticationFailed, lambda e: ApiError(401, str(e), "invalid_api_key")),
+    (ModelNotAllowed, lambda e: ApiError(403, str(e), "model_not_allowed", "model")),
+    (NoUsableTier, lambda e: ApiError(403, str(e), "model_not_allowed", "model")),
+    (ScopeDenied, lambda e: ApiError(403, str(e), "insufficient_scope")),
+    (ModelNotFound, lambda e: ApiError(404, str(e), "model_not_found", "model")),
+    (Busy, lambda e: ApiError(409, str(e), "busy")),
+    (QuotaExceeded, lambda e: _quota_exceeded(e)),  # type: ignore[arg-type]
+    (UpstreamError, lambda e: _upstream(e)),  # type: ignore[arg-type]
+    (NoHealthyWorker, _no_worker),
+    (QueueTimeout, _queue_timeout),
+    (AdmissionUnavailable, _unavailable),
+    (RedisUnavailable, _unavailable),
+    (CacheUnavailable, lambda e: _unavailable(Exception("The cache is unreachable"))),
+    (RedisError, lambda e: _unavailable(Exception("Redis is unreachable"))),
+]
+DOMAIN_ERRORS = tuple(kind for kind, _ in TABLE)
+
+
+def api_error(exc: BaseException) -> ApiError:
+    """The OpenAI error for a domain exception (an ApiError passes through)."""
+    if isinstance(exc, ApiError):
+        return exc
+    for kind, to_error in TABLE:
+        if isinstance(exc, kind):
+            return to_error(exc)
+    raise TypeError(f"no API error for {type(exc).__name__}") from exc

@@ -1,0 +1,75 @@
+"""THE request pipeline: every chat completion, whatever its transport, takes these steps.
+
+    1 authenticate   the transport's credential -> Caller (re-checked for every request)
+    2 admit          deployment (or model "auto" by tier), then one atomic quota reservation
+    3 exact cache    team-scoped key over deployment revision and the whole request
+    4 semantic cache embed, nearest neighbours in the context's vector set, verify
+    5 coalesce       an identical request already generating is shared
+    6 route          the deployment's policy picks a worker (filter, score, pick)
+    7 generate       stream from the worker
+    8 settle         reconcile the reservation to real usage, queue the usage event,
+                     count and keep the reply in the caches
+
+Adapters (gateway/api/views.py for HTTP, gateway/chat/consumers.py for the WebSocket)
+parse their transport, call `open_completion`, stream the result inside `async with`
+(which settles), and turn domain exceptions into OpenAI errors with
+gateway/serving/errors.py. Nothing here knows about HTTP or sockets.
+"""
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from caching import responses
+from caching.exact import CacheDirectives
+from gateway.accounts.authentication import check_model_allowed
+from gateway.serving.admission import Credential, choose_target, reserve
+from gateway.serving.completion import Completion
+from inference.chat_request import ChatRequest
+
+MODEL_ATTRIBUTE = "sluice_model"
+
+
+@contextmanager
+def naming_the_model(name: str) -> Iterator[None]:
+    """Refusals after the deployment is known carry its name, for the adapters' metrics
+    (never the raw model field: metric labels must not grow with client input)."""
+    try:
+        yield
+    except Exception as exc:
+        setattr(exc, MODEL_ATTRIBUTE, name)
+        raise
+
+
+def model_of(exc: BaseException) -> str:
+    return str(getattr(exc, MODEL_ATTRIBUTE, "-"))
+
+
+def new_request_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+async def open_completion(
+    credential: Credential,
+    read_request: Callable[[], ChatRequest],
+    directives: CacheDirectives,
+    request_id: str,
+) -> Completion:
+    """Steps 1 to 7 up to the first chunk. The caller streams `completion.stream()` inside
+    `async with completion:`, whose exit is step 8. Raises domain exceptions; a request
+    that fails after admission is settled before the exception leaves."""
+    caller = await credential.authorize()  # 1 authenticate
+    chat = read_request()  # the transport's request, validated (after auth, as OpenAI does)
+    target = await choose_target(caller, chat)  # 2 admit: which deployment
+    with naming_the_model(target.deployment.name):
+        check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
+        reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
+    plan = await responses.plan(directives, caller.team_id, target.deployment, chat)  # 3, 4
+    completion = Completion(request_id, chat, target, reservation, plan)
+    try:
+        await completion.start()  # 5 coalesce, 6 route, 7 generate: up to the first chunk
+    except BaseException:
+        await asyncio.shield(completion.settle())  # 8 settle what little happened
+        raise
+    return completion

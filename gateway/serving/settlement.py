@@ -1,0 +1,115 @@
+"""Step 8 of the pipeline: settle a finished request, once, however it ended.
+
+Order matters: the quota reservation is reconciled to real usage first (what was reserved
+for max_tokens is given back), then the usage event is queued on a Redis stream (Celery
+bulk-writes the ledger, idempotently), then the cache is told what happened. A slow or
+dead cache Redis can therefore never delay or lose billing.
+"""
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from caching import exact, responses
+from foundation import metrics
+from foundation.redis_clients import REDIS_FAILURES
+from gateway.accounts.quotas import AdmissionUnavailable, reconcile
+from gateway.usage.ledger import UsageEvent, record_usage
+
+if TYPE_CHECKING:
+    from gateway.serving.completion import Completion
+
+logger = logging.getLogger(__name__)
+
+
+async def settle(run: "Completion") -> None:
+    # Cache hits and coalesced requests made the GPU do nothing: they bill nothing.
+    prompt, completion = (0, 0) if run.served_without_generating else run.used_tokens()
+    cost = run.deployment.cost_micros(prompt, completion)
+    try:
+        await reconcile(run.reservation, prompt + completion, cost)
+    except AdmissionUnavailable:
+        logger.error("request %s: reservation left fully charged", run.request_id)
+    _observe_metrics(run, prompt, completion)
+    event = _usage_event(run, prompt, completion, cost)
+    try:
+        await record_usage(event)
+    except REDIS_FAILURES:
+        # The log line carries the whole event, so it can still be replayed by hand.
+        logger.error(
+            "request %s: usage event not queued, Redis unreachable: %s",
+            run.request_id,
+            json.dumps(asdict(event)),
+        )
+    logger.info(
+        "request %s team %s model %s worker %s prompt %d completion %d cache %s status %s",
+        run.request_id,
+        run.reservation.team_id,
+        run.deployment.name,
+        run.worker_url or "-",
+        prompt,
+        completion,
+        run.cache_result,
+        run.status,
+    )
+    await _count_cache_outcome(run)  # after billing: a slow cache Redis cannot delay it
+    await _keep_reply(run)
+
+
+def _observe_metrics(run: "Completion", prompt: int, completion: int) -> None:
+    model = run.deployment.name
+    metrics.latency.labels(model).observe(time.monotonic() - run.started_at)
+    if run.ttft_s is not None:
+        metrics.ttft.labels(model).observe(run.ttft_s)
+    metrics.tokens.labels(model, "prompt").inc(prompt)
+    metrics.tokens.labels(model, "completion").inc(completion)
+
+
+def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> UsageEvent:
+    return UsageEvent(
+        request_id=run.request_id,
+        team_id=run.reservation.team_id,
+        api_key_id=run.reservation.key_id or "",
+        model=run.deployment.name,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        status=run.status,
+        latency_ms=int((time.monotonic() - run.started_at) * 1000),
+        ttft_ms=None if run.ttft_s is None else int(run.ttft_s * 1000),
+        worker=run.worker_url,
+        cost_micros=cost,
+        created_at=time.time(),
+        cache_result=run.cache_result,
+    )
+
+
+async def _count_cache_outcome(run: "Completion") -> None:
+    model, result = run.deployment.name, run.cache_result
+    metrics.cache_results.labels(model, result).inc()
+    saved = saved_cost = 0
+    if run.served_without_generating:
+        prompt, completion = run.used_tokens()
+        saved, saved_cost = prompt + completion, run.deployment.cost_micros(prompt, completion)
+        metrics.cache_tokens_saved.labels(model).inc(saved)
+        metrics.cache_cost_saved.labels(model).inc(saved_cost)
+    team_id = run.reservation.team_id
+    await responses.settle(run.cache, run.request_id, team_id, result, saved, saved_cost)
+
+
+async def _keep_reply(run: "Completion") -> None:
+    """Cache a complete generated reply whose real token counts the worker reported."""
+    if (
+        run.cache.key is None
+        or run.coalesced
+        or run.status != "ok"
+        or run.usage is None
+        or run.finish_reason is None
+    ):
+        return
+    prompt = run.usage.get("prompt_tokens", 0)
+    completion = run.usage.get("completion_tokens", 0)
+    reply = exact.CachedReply("".join(run.text), run.finish_reason, prompt, completion)
+    cost = run.deployment.cost_micros(prompt, completion)
+    await responses.keep(run.cache, reply, cost, run.request_id, run.reservation.team_id)

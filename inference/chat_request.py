@@ -1,0 +1,197 @@
+"""Validate an OpenAI chat completion request body into what the gateway needs."""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+ROLES = {"system", "user", "assistant", "tool", "developer"}
+DEFAULT_MAX_TOKENS = 512
+# Sampling and output options passed through to vLLM unchanged; anything else is refused
+# rather than silently dropped.
+PASSTHROUGH = {
+    "temperature",
+    "top_p",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "logit_bias",
+    "user",
+    "response_format",
+    "ignore_eos",
+    "min_tokens",
+    "top_k",
+}
+# Refused with a clear 400 rather than accepted and then lost: the gateway does not yet
+# assemble tool calls or logprobs into non-streaming responses.
+NOT_YET_SUPPORTED = {
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "logprobs",
+    "top_logprobs",
+}
+KNOWN = PASSTHROUGH | {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stream",
+    "stream_options",
+    "n",
+}
+# Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
+# context would only be refused by the worker after queueing.
+MAX_TOKENS_LIMIT = 32_768
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    options: dict[str, Any]
+
+    def estimated_prompt_tokens(self) -> int:
+        """An upper-leaning estimate (no tokenizer here); reconcile() corrects it."""
+        text = sum(len(str(m.get("content") or "")) for m in self.messages)
+        return text // 3 + 8 * len(self.messages) + 8
+
+    def upstream_body(self) -> dict[str, Any]:
+        return {
+            **self.options,
+            "messages": self.messages,
+            "max_tokens": self.max_tokens,
+            "stream_options": {"include_usage": True},
+        }
+
+
+class InvalidRequest(ValueError):
+    """The request body is not a chat completion this gateway accepts (param: which field)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _bad(message: str, param: str | None = None) -> InvalidRequest:
+    return InvalidRequest(message, param)
+
+
+def _number(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
+
+
+def _integer(low: int, high: int = 2**63 - 1) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _stop(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and len(value) <= 4 and all(isinstance(s, str) for s in value)
+    )
+
+
+# What each passthrough option must be, so the worker never sees garbage (and caches keyed
+# on these options never store it).
+OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "temperature": (_number(0, 2), "a number from 0 to 2"),
+    "top_p": (_number(0, 1), "a number from 0 to 1"),
+    "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
+    "seed": (_integer(-(2**63)), "an integer"),
+    "top_k": (_integer(-1), "an integer of -1 or more"),
+    "min_tokens": (_integer(0), "a non-negative integer"),
+    "stop": (_stop, "a string or an array of up to 4 strings"),
+    "user": (lambda v: isinstance(v, str), "a string"),
+    "ignore_eos": (lambda v: isinstance(v, bool), "a boolean"),
+    "logit_bias": (lambda v: isinstance(v, dict), "an object"),
+    "response_format": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _check_options(body: dict[str, Any]) -> dict[str, Any]:
+    options = {k: v for k, v in body.items() if k in PASSTHROUGH and v is not None}
+    for name, value in options.items():
+        valid, expected = OPTION_RULES[name]
+        if not valid(value):
+            raise _bad(f"'{name}' must be {expected}.", name)
+    return options
+
+
+def _content_parts(content: Any) -> bool:
+    return isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
+    )
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty array.", "messages")
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:
+            raise _bad(f"messages[{index}] needs a role in {sorted(ROLES)}.", f"messages.{index}")
+        content = message.get("content")
+        if not (content is None or isinstance(content, str) or _content_parts(content)):
+            raise _bad(
+                f"messages[{index}].content must be a string or an array of parts.",
+                f"messages.{index}.content",
+            )
+    return messages
+
+
+def _check_max_tokens(body: dict[str, Any]) -> int:
+    value = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS_LIMIT:
+        raise _bad(f"'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens")
+    return int(value)
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """A chat completion from an HTTP body."""
+    try:
+        # NaN and Infinity are not JSON; Python accepts them unless told otherwise.
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad("The body is not valid JSON.") from None
+    return chat_request_from(body)
+
+
+def chat_request_from(body: Any) -> ChatRequest:
+    """A chat completion from already-decoded JSON (the WebSocket's message, a batch line)."""
+    if not isinstance(body, dict):
+        raise _bad("The body must be a JSON object.")
+    unsupported = sorted(set(body) & NOT_YET_SUPPORTED)
+    if unsupported:
+        raise _bad(f"'{unsupported[0]}' is not supported by this gateway yet.", unsupported[0])
+    unknown = sorted(set(body) - KNOWN)
+    if unknown:
+        raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
+    if body.get("n", 1) != 1 or isinstance(body.get("n"), bool):
+        raise _bad("Only n=1 is supported: quotas reserve tokens for one choice.", "n")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise _bad("'model' must be a non-empty string.", "model")
+    stream = body.get("stream", False)
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(stream_options, dict):
+        raise _bad("'stream' must be a boolean and 'stream_options' an object.", "stream")
+    return ChatRequest(
+        model=body["model"],
+        messages=_check_messages(body.get("messages")),
+        max_tokens=_check_max_tokens(body),
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        options=_check_options(body),
+    )

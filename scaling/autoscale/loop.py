@@ -1,0 +1,199 @@
+"""The live loop: each tick, the leader reads the fleet, decides, records and actuates.
+
+One leader at a time: a Redis key taken with SET NX PX and renewed by its holder (a Lua
+compare-and-expire), so `manage.py autoscale` can run on several hosts, or beside the
+Celery beat task, and only one of them acts. The lock is checked again right before
+actuating, so a leader that stalled past its lease does not act on a stale decision.
+"""
+
+import json
+import logging
+import time
+import uuid
+
+import redis
+from django.conf import settings
+
+from inference import fleet
+from inference.models import ModelDeployment, Worker
+from inference.snapshot import SNAPSHOT_KEY, WorkerView
+from scaling.autoscale.actuators import Actuator, ActuatorError
+from scaling.autoscale.decide import decide
+from scaling.autoscale.forecast import Forecaster
+from scaling.autoscale.history import History, sample_from_views
+from scaling.autoscale.record import last_actions, policy_spec, record
+from scaling.autoscale.types import Decision, FleetState, WorkerState
+from scaling.models import AutoscalePolicy, ScalingDecision
+
+logger = logging.getLogger(__name__)
+LOCK_KEY = "sluice:autoscale:leader"
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class LeaderLock:
+    """A lease in Redis: held while renewed within ttl_s; lost when its holder stalls."""
+
+    def __init__(self, client: redis.Redis, ttl_s: float, key: str = LOCK_KEY) -> None:
+        self.client, self.key = client, key
+        self.ttl_ms = int(ttl_s * 1000)
+        self.token = f"{uuid.uuid4().hex}"
+
+    def acquire(self) -> bool:
+        """Take the lease if free, or renew it if ours."""
+        if self.client.set(self.key, self.token, nx=True, px=self.ttl_ms):
+            return True
+        return bool(self.client.eval(_RENEW, 1, self.key, self.token, self.ttl_ms))
+
+    def held(self) -> bool:
+        return bool(self.client.get(self.key) == self.token)
+
+    def release(self) -> None:
+        self.client.eval(_RELEASE, 1, self.key, self.token)
+
+
+class AutoscaleLoop:
+    def __init__(
+        self,
+        actuator: Actuator,
+        client: redis.Redis,
+        tick_s: float = 15.0,
+        forecaster: Forecaster | None = None,
+    ) -> None:
+        self.actuator, self.client, self.tick_s = actuator, client, tick_s
+        self.forecaster = forecaster or Forecaster()
+        self.history = History(client, self.forecaster)
+        self.lock = LeaderLock(client, ttl_s=max(3 * tick_s, 10.0))
+
+    def tick(self, now: float | None = None) -> list[ScalingDecision] | None:
+        """One pass over every enabled policy; None when another process leads."""
+        if not self.lock.acquire():
+            return None
+        now = time.time() if now is None else now
+        views = self._views()
+        out = []
+        for policy in AutoscalePolicy.objects.select_related("deployment").filter(enabled=True):
+            row = self.tick_deployment(policy, views, now)
+            if row is not None:
+                out.append(row)
+        return out
+
+    def tick_deployment(
+        self, policy: AutoscalePolicy, views: list[WorkerView], now: float
+    ) -> ScalingDecision | None:
+        deployment = policy.deployment
+        self.actuator.reconcile(deployment)
+        workers = list(
+            Worker.objects.filter(deployment=deployment).exclude(state=Worker.State.DEAD)
+        )
+        mine = {v.id: v for v in views if v.deployment == deployment.name}
+        stale = [
+            w.url
+            for w in workers
+            if w.state in ("ready", "draining") and not _fresh(mine.get(w.pk), now)
+        ]
+        if stale:
+            return record(
+                deployment, _stale(len([w for w in workers if w.state == "ready"]), stale), now
+            )
+        spec = policy_spec(policy)
+        self.history.record(deployment.name, sample_from_views(mine.values(), now))
+        samples = self.history.samples(deployment.name)
+        forecast = None
+        if spec.predictive:
+            horizon = spec.startup_time_s + self.tick_s
+            buckets = self.history.buckets(deployment.name, now, horizon)
+            forecast = self.forecaster.forecast(samples, buckets, now, horizon)
+        state = fleet_state(workers, mine)
+        decision = decide(spec, samples, state, now, last_actions(deployment), forecast)
+        if decision.changes_fleet and not self.lock.held():
+            logger.warning("lost the autoscaler lease mid-tick; not acting")
+            return None
+        error = (
+            self.actuate(deployment, decision, {w.pk: w for w in workers}, state)
+            if decision.changes_fleet
+            else ""
+        )
+        return record(
+            deployment, decision, now, actuated=decision.changes_fleet and not error, error=error
+        )
+
+    def actuate(
+        self,
+        deployment: ModelDeployment,
+        decision: Decision,
+        workers: dict[int, Worker],
+        state: FleetState,
+    ) -> str:
+        """Carry the decision out; the first failure stops it and is returned."""
+        healthy = {w.id for w in state.workers if w.healthy}
+        try:
+            for worker_id in decision.promote:  # one still loading waits for the scraper
+                _set(
+                    workers[worker_id], "ready" if worker_id in healthy else "starting", "scale up"
+                )
+            for _ in range(decision.start):
+                self.actuator.start_replica(deployment, spot=decision.spot)
+            for _ in range(decision.start_warm):
+                self.actuator.start_replica(deployment, warm=True, spot=decision.spot)
+            for worker_id in decision.drain:
+                _set(workers[worker_id], "draining", "scale down: drain before stop")
+            for worker_id in decision.to_warm:
+                _set(workers[worker_id], "warm", "drained; kept for the warm pool")
+            for worker_id in decision.stop:
+                self.actuator.stop_replica(workers[worker_id])
+        except ActuatorError as exc:
+            logger.error("actuator %s failed for %s: %s", self.actuator.name, deployment, exc)
+            return str(exc)
+        return ""
+
+    def _views(self) -> list[WorkerView]:
+        raw: dict[str, str] = self.client.hgetall(SNAPSHOT_KEY)  # type: ignore[assignment]
+        return [WorkerView(**json.loads(value)) for value in raw.values()]
+
+
+def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetState:
+    """Worker rows (the routing state is the database's) with their scraped load."""
+    states = []
+    for w in workers:
+        view = views.get(w.pk)
+        states.append(
+            WorkerState(
+                id=w.pk,
+                state=w.state,
+                in_flight=(view.running + view.waiting) if view else 0.0,
+                healthy=bool(view and view.healthy),
+                spot=bool(w.labels.get("spot")),
+                since=w.state_changed_at.timestamp(),
+                observed_at=view.scraped_at if view else 0.0,
+                managed=w.registered_by.startswith("autoscaler"),
+            )
+        )
+    return FleetState(workers=tuple(states))
+
+
+def _fresh(view: WorkerView | None, now: float) -> bool:
+    return view is not None and now - view.scraped_at < settings.FLEET_STALE_AFTER_S
+
+
+def _stale(serving: int, urls: list[str]) -> Decision:
+    return Decision(
+        action="hold",
+        rule="stale_metrics",
+        from_replicas=serving,
+        to_replicas=serving,
+        reason=f"no fresh metrics for {', '.join(urls[:5])}: is `manage.py "
+        "scrape_workers` running? Not acting on old numbers.",
+    )
+
+
+def _set(worker: Worker, state: str, reason: str) -> None:
+    fleet.set_worker_state(worker, state, reason)

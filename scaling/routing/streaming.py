@@ -1,0 +1,64 @@
+"""A chat completion streamed from the fleet: acquire a worker, stream, retry before the first
+token.
+
+A failure before the first token is retried on another worker (nothing has reached the
+client yet); a failure after it is reported, never retried, since a second generation would
+not continue the first.
+"""
+
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from django.conf import settings
+
+from inference.client import UpstreamError, stream_from_worker
+from scaling.routing.dispatcher import Dispatcher, Lease, NoHealthyWorker, Priority
+from scaling.routing.router import RouteContext
+
+logger = logging.getLogger(__name__)
+
+
+async def stream_completion(
+    dispatcher: Dispatcher,
+    deployment: str,
+    body: dict[str, Any],
+    priority: Priority = Priority.INTERACTIVE,
+    route: RouteContext | None = None,
+) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
+    """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
+
+    route: the request's RouteContext, so the deployment's routing policy picks the
+    worker (each retry too, among the workers not yet tried)."""
+    tried: set[str] = set()
+    failure: UpstreamError | None = None
+    for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
+        try:
+            lease = await dispatcher.acquire(
+                deployment, priority, exclude=frozenset(tried), route=route
+            )
+        except NoHealthyWorker:
+            if failure is not None and tried:
+                raise failure from None  # the real reason beats "no other worker left"
+            raise
+        started = False
+        try:
+            # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
+            async with aclosing(
+                stream_from_worker(lease.worker.url, lease.worker.upstream_model, body)
+            ) as chunks:
+                async for chunk in chunks:
+                    started = True
+                    yield lease, chunk
+            return
+        except UpstreamError as exc:
+            if started or not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
+                raise
+            failure = exc
+            tried.add(lease.worker.url)
+            logger.warning(
+                "retrying on another worker before the first token: %s (%s)", exc, lease.worker.url
+            )
+        finally:
+            dispatcher.release(lease)
