@@ -21,7 +21,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test lint typecheck pytest bench bench-auth bench-gateway worker clean
+.PHONY: run test test-unit lint typecheck pytest bench bench-auth bench-gateway worker clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ typecheck: $(DEV_DEPS)
 
 pytest: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/pytest
+
+# The fast tier: no Redis, no child processes, no browser (tests/conftest.py), under a minute.
+test-unit: $(DEV_DEPS)
+	$(TEST_ENV) $(VENV)/bin/pytest -m unit
 
 # Load sweep against a running `make run` (or any OpenAI-compatible URL):
 #   SLUICE_API_KEY=<key from the banner> make bench ARGS="--concurrency 1,4,16 --html var/bench.html"

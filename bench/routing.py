@@ -37,7 +37,8 @@ from inference.sim.profiles import PROFILES
 from inference.snapshot import FleetView, WorkerView
 from inference.worker_metrics import parse_metrics
 from scaling.routing.dispatcher import Dispatcher
-from scaling.routing.policies import EPSILON, POLICIES
+from scaling.routing.hash_ring import EPSILON
+from scaling.routing.policies import new_router
 from scaling.routing.prefix import route_context
 from scaling.routing.router import Load, RouteContext, Router
 from scaling.routing.streaming import stream_completion
@@ -282,7 +283,7 @@ async def run_policy(
     policy: str, urls: list[str], arrivals: list[Arrival], workload: Workload, max_in_flight: int
 ) -> PolicyResult:
     fleet = PolledFleet(urls, max_in_flight)
-    router = MeasuredRouter(POLICIES[policy](random.Random(workload.seed)))  # fresh, seeded
+    router = MeasuredRouter(new_router(policy, random.Random(workload.seed)))  # fresh, seeded
     dispatcher = Dispatcher(fleet=fleet, routers=lambda _: router)
     in_flight: Counter[str] = Counter()
     background = [

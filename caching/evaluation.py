@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from caching.verify import verify
+from caching.verify.verdict import verify
 from inference.embeddings import OnnxMiniLM
 
 POSITIVE_STS = 4.0

@@ -45,6 +45,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from foundation.lua import LuaScript
+
 logger = logging.getLogger(__name__)
 _LUA_DIR = Path(__file__).with_name("lua")
 INDEX_PREFIX = "sluice:cache:gdsf:"
@@ -86,15 +88,12 @@ def index_keys(namespace: str) -> list[str]:
 
 
 @cache
-def _source(name: str) -> str:
-    common = (_LUA_DIR / "gdsf_common.lua").read_text()
-    return common + "\n" + (_LUA_DIR / f"gdsf_{name}.lua").read_text()
+def _script(name: str) -> LuaScript:
+    return LuaScript(_LUA_DIR / "gdsf_common.lua", _LUA_DIR / f"gdsf_{name}.lua")
 
 
 async def _run(client: Redis, name: str, keys: list[str], args: list[str | int]) -> Any:
-    # register_script is cheap (a SHA-1); the client is per event loop, so none is kept.
-    script = client.register_script(_source(name))
-    return await script(keys=keys, args=args)
+    return await _script(name).run(client, keys, args)
 
 
 async def admit(
@@ -137,7 +136,7 @@ def queue_hit(pipe: Pipeline, budget_namespace: str, key: str) -> None:
     """record_hit as one command of the caller's pipeline (the hot path's single round
     trip after a cache hit). EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT."""
     keys = [*index_keys(budget_namespace), key]
-    pipe.eval(_source("hit"), len(keys), *keys)
+    pipe.eval(_script("hit").source, len(keys), *keys)
 
 
 async def forget(client: Redis, namespace: str, key: str) -> bool:

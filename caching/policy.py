@@ -66,6 +66,16 @@ def settings_from_row(row: CachePolicy) -> CacheSettings:
     return CacheSettings(**{name: getattr(row, name) for name in POLICY_FIELDS})
 
 
+def effective_policy(team_id: int | None) -> CacheSettings:
+    """What is in force for a team (None: for teams without a row), read from the database:
+    the team's own row, else the global row, else the settings' defaults. The hot path
+    resolves the same way through the record cache (policy_for_team)."""
+    rows = CachePolicy.objects.all()
+    row = rows.filter(team_id=team_id).first() if team_id is not None else None
+    row = row or rows.filter(team__isnull=True).first()
+    return settings_from_row(row) if row is not None else default_settings()
+
+
 def _load(ident: str) -> CacheSettings | None:
     rows = CachePolicy.objects.all()
     row = (

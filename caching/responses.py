@@ -19,7 +19,7 @@ from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, RedisUnavailable, async_cache_redis
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
-from inference.embeddings import EmbedderUnavailable, embedder
+from inference.embeddings import EmbedderUnavailable, loaded_embedder
 
 logger = logging.getLogger(__name__)
 SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
@@ -116,11 +116,15 @@ def _own_entries(
 async def _slot(
     policy: CacheSettings, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
 ) -> SemanticSlot | None:
-    question = semantic.question_of(chat) if policy.semantic_enabled else None
+    if not policy.semantic_enabled:
+        return None
+    question = semantic.question_of(chat)
     if question is None:
+        if semantic.question_too_long(chat):
+            metrics.semantic_skips.labels("too_long").inc()
         return None
     try:
-        vector = await embedder().embed(question)
+        vector = await (await loaded_embedder()).embed(question)
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
     return SemanticSlot.of(semantic.context_key(team_id, deployment, chat), question, vector)

@@ -8,7 +8,7 @@ ever compared with follow-ups in the same conversation, of the same team, and a 
 who changed their context never gets the answer to the old one.
 
 A candidate must clear two bars: cosine similarity of the MiniLM embeddings at or above
-the policy's threshold, and verify() (caching/verify.py), which rejects the
+the policy's threshold, and verify() (caching/verify/), which rejects the
 near-misses embeddings confuse (negation, numbers, dates, names, swapped roles).
 
 Layout under CACHE_REDIS_URL:
@@ -31,7 +31,7 @@ from typing import Any
 
 from caching import eviction, lookup_log
 from caching.exact import CachedReply
-from caching.verify import verify
+from caching.verify.verdict import verify
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
 from inference.chat_request import ChatRequest
@@ -48,8 +48,25 @@ class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
 
 
+# About MiniLM's 256-token window. A longer question would be embedded by its beginning only
+# (two long prompts sharing it would collide), and verifying it costs more than a few
+# milliseconds of the event loop: such questions skip the semantic cache (counted).
+MAX_QUESTION_CHARS = 1000
+
+
 def question_of(chat: ChatRequest) -> str | None:
-    """The last user message's text; None when the conversation does not end with one."""
+    """The last user message's text; None when the conversation does not end with one, or
+    when it is too long for the semantic cache."""
+    question = _last_user_text(chat)
+    return question if question is not None and len(question) <= MAX_QUESTION_CHARS else None
+
+
+def question_too_long(chat: ChatRequest) -> bool:
+    question = _last_user_text(chat)
+    return question is not None and len(question) > MAX_QUESTION_CHARS
+
+
+def _last_user_text(chat: ChatRequest) -> str | None:
     last = chat.messages[-1]
     if last.get("role") != "user":
         return None

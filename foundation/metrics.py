@@ -57,6 +57,12 @@ cache_false_hits = Counter(
     "Cached replies reported wrong by their caller (each report removes the entry)",
     registry=registry,
 )
+semantic_skips = Counter(
+    "sluice_cache_semantic_skips",
+    "Deterministic requests the semantic cache did not consider, by reason",
+    ["reason"],
+    registry=registry,
+)
 semantic_rejections = Counter(
     "sluice_cache_semantic_rejections",
     "Semantic candidates above the threshold that verification turned down, by reason",

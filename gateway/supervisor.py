@@ -49,9 +49,6 @@ class Supervisor:
         self.children: list[Child] = []
         self._stopping = False
 
-    def adopt(self, name: str, process: subprocess.Popen[bytes]) -> None:
-        self.children.append(Child(name, process))
-
     def start(self, name: str, command: Sequence[str], env: dict[str, str]) -> Child:
         # Own session: the terminal's Ctrl-C reaches only us, and we stop children in order.
         process = subprocess.Popen(

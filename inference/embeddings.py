@@ -112,6 +112,14 @@ def embedder() -> Embedder:
     return _embedder
 
 
+async def loaded_embedder() -> Embedder:
+    """embedder() for async code: the first call loads the model in a thread, so the event
+    loop keeps serving other requests meanwhile (loading takes a few hundred ms)."""
+    if _embedder is not None:
+        return _embedder
+    return await asyncio.to_thread(embedder)
+
+
 def _load() -> tuple[Embedder | None, EmbedderUnavailable | None]:
     started = time.monotonic()
     try:

@@ -1,11 +1,10 @@
 """A live gateway (uvicorn) plus a fleet scraper, as separate processes, for API tests."""
 
-import subprocess
 import sys
 
 from foundation.embedded_redis import free_port
+from tests.children import Child, stop_all, wait_until_serving
 from tests.conftest import REPO_ROOT, child_env
-from tests.sims import wait_until_answers
 
 
 class LiveGateway:
@@ -15,32 +14,30 @@ class LiveGateway:
         environment = child_env(
             redis_url, FLEET_SCRAPE_INTERVAL_S="0.3", FLEET_REFRESH_S="0.2", **env
         )
-        self.processes = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "gateway.asgi:application",
-                    "--port",
-                    str(self.port),
-                    "--no-access-log",
-                ],
-                cwd=REPO_ROOT,
-                env=environment,
-            ),
-            subprocess.Popen(
-                [sys.executable, "manage.py", "scrape_workers"], cwd=REPO_ROOT, env=environment
-            ),
+        server = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "gateway.asgi:application",
+            "--port",
+            str(self.port),
+            "--no-access-log",
         ]
+        self.children = [Child(f"gateway :{self.port}", server, REPO_ROOT, environment)]
         try:
-            wait_until_answers(f"{self.url}/readyz", 30, "gateway")
-        except RuntimeError:
-            self.stop()  # leave no server behind a failed start
+            self.children.append(
+                Child(
+                    f"scraper for :{self.port}",
+                    [sys.executable, "manage.py", "scrape_workers"],
+                    REPO_ROOT,
+                    environment,
+                )
+            )
+        except BaseException:
+            self.stop()
             raise
+        # Ready once /readyz answers with the scraper still running; if not, both are stopped.
+        wait_until_serving(self.children, f"{self.url}/readyz", 30, "the gateway")
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            process.wait(timeout=10)
+        stop_all(self.children)

@@ -1,24 +1,14 @@
 """Start simulator processes for fleet tests."""
 
-import subprocess
 import sys
-import time
 import urllib.request
 
 from foundation.embedded_redis import free_port
+from tests.children import Child, wait_until_serving
 from tests.conftest import REPO_ROOT
+from tests.waiting import wait_until_answers
 
-
-def wait_until_answers(url: str, timeout_s: float, what: str) -> None:
-    """Poll url until it answers 200, or fail naming what did not start."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not start ({url})")
+__all__ = ["SimProcess", "wait_until_answers"]
 
 
 class SimProcess:
@@ -37,7 +27,8 @@ class SimProcess:
             if fixed_ttft_ms is None
             else ["--fixed-ttft-ms", str(fixed_ttft_ms), "--fixed-itl-ms", str(fixed_itl_ms)]
         )
-        self.process = subprocess.Popen(
+        self.child = Child(
+            f"simulator :{self.port}",
             [
                 sys.executable,
                 "-m",
@@ -52,7 +43,8 @@ class SimProcess:
             ],
             cwd=REPO_ROOT,
         )
-        wait_until_answers(f"{self.url}/health", 15, "simulator")
+        self.process = self.child.process
+        wait_until_serving([self.child], f"{self.url}/health", 15, "the simulator")
 
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as response:
@@ -62,5 +54,4 @@ class SimProcess:
         raise KeyError(name)
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        self.child.stop()

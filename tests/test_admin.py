@@ -21,6 +21,7 @@ def staff_client():
     return client
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("model", MODELS)
 def test_every_model_has_an_admin_page_for_staff_only(staff_client, model):
     actions.create_team("Acme")
@@ -29,6 +30,7 @@ def test_every_model_has_an_admin_page_for_staff_only(staff_client, model):
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
 
 
+@pytest.mark.live
 def test_adding_a_key_in_the_admin_shows_it_once_and_it_works(staff_client):
     team = actions.create_team("Acme")
     response = staff_client.post(
@@ -52,6 +54,7 @@ def test_adding_a_key_in_the_admin_shows_it_once_and_it_works(staff_client):
     assert created_by is not None and created_by.username == "root"
 
 
+@pytest.mark.live
 def test_the_admin_revoke_action_revokes(staff_client):
     team = actions.create_team("Acme")
     key = actions.issue_api_key(team).key

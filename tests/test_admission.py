@@ -34,6 +34,7 @@ def usage(team_id, limits):
     return {item.limit: item.used for item in read_team_usage(team_id, limits)}
 
 
+@pytest.mark.live
 def test_200_concurrent_admissions_from_two_processes_against_rpm_50_admit_exactly_50(
     redis_url,
 ):
@@ -52,6 +53,7 @@ def test_200_concurrent_admissions_from_two_processes_against_rpm_50_admit_exact
     assert usage(7, QuotaLimits(requests_per_minute=50))["requests_per_minute"] == 50
 
 
+@pytest.mark.live
 def test_concurrent_reservations_never_exceed_the_tpm_limit():
     limits = QuotaLimits(tokens_per_minute=5_000)
     rng = random.Random(7)
@@ -73,6 +75,7 @@ def test_concurrent_reservations_never_exceed_the_tpm_limit():
     assert usage(1, limits)["tokens_per_minute"] == sum(admitted)
 
 
+@pytest.mark.live
 def test_reconcile_returns_unused_tokens_to_every_counter():
     limits = QuotaLimits(tokens_per_minute=1_000, tokens_per_month=10_000)
     first = admit_sync(limits, request(prompt=100, max_tokens=700, cost=800))
@@ -87,6 +90,7 @@ def test_reconcile_returns_unused_tokens_to_every_counter():
     assert used["budget_per_month_micros"] == 150
 
 
+@pytest.mark.live
 def test_reconcile_charges_what_was_really_used_when_it_exceeds_the_estimate():
     limits = QuotaLimits(tokens_per_minute=1_000)
     reservation = admit_sync(limits, request(prompt=10, max_tokens=10))
@@ -94,6 +98,7 @@ def test_reconcile_charges_what_was_really_used_when_it_exceeds_the_estimate():
     assert usage(1, limits)["tokens_per_minute"] == 35
 
 
+@pytest.mark.live
 def test_a_rejected_request_changes_no_counter():
     limits = QuotaLimits(requests_per_minute=100, tokens_per_minute=100)
     admit_sync(limits, request(prompt=40, max_tokens=40))
@@ -103,10 +108,12 @@ def test_a_rejected_request_changes_no_counter():
     assert usage(1, limits) == before
 
 
+@pytest.mark.live
 def test_retry_after_is_accurate_to_the_second():
     limits = QuotaLimits(requests_per_minute=1)
     admit_sync(limits, request())
-    time.sleep(1.5)
+    # The sleeps here are the test: time passes, and the promised retry time must hold.
+    time.sleep(1.5)  # the window's first request is now 1.5 s old
     with pytest.raises(QuotaExceeded) as rejected:
         admit_sync(limits, request())
     retry_after = rejected.value.retry_after_s
@@ -120,6 +127,7 @@ def test_retry_after_is_accurate_to_the_second():
     admit_sync(limits, request())  # just after the promised time: admitted
 
 
+@pytest.mark.live
 def test_monthly_tokens_refuse_until_the_next_calendar_month():
     limits = QuotaLimits(tokens_per_month=100)
     admit_sync(limits, request(prompt=50, max_tokens=50))
@@ -130,6 +138,7 @@ def test_monthly_tokens_refuse_until_the_next_calendar_month():
     assert rejected.value.retry_after_s == pytest.approx(next_month - time.time(), abs=2)
 
 
+@pytest.mark.live
 def test_monthly_budget_refuses_a_request_whose_cost_would_exceed_it():
     limits = QuotaLimits(budget_per_month_micros=1_000_000)
     admit_sync(limits, request(cost=900_000))
@@ -138,12 +147,14 @@ def test_monthly_budget_refuses_a_request_whose_cost_would_exceed_it():
     assert rejected.value.limit == "budget_per_month"
 
 
+@pytest.mark.live
 def test_a_request_larger_than_a_limit_can_never_pass():
     with pytest.raises(QuotaExceeded) as rejected:
         admit_sync(QuotaLimits(tokens_per_minute=100), request(prompt=60, max_tokens=60))
     assert rejected.value.retry_after_s is None
 
 
+@pytest.mark.live
 def test_max_tokens_above_the_team_cap_is_refused_before_reserving():
     limits = QuotaLimits(max_tokens_cap=256, requests_per_minute=10)
     with pytest.raises(MaxTokensOverCap, match="256"):
@@ -151,6 +162,7 @@ def test_max_tokens_above_the_team_cap_is_refused_before_reserving():
     assert usage(1, limits)["requests_per_minute"] == 0
 
 
+@pytest.mark.live
 def test_per_key_rpm_limits_only_that_key():
     limits = QuotaLimits(requests_per_minute=100)
     for _ in range(2):
@@ -161,12 +173,14 @@ def test_per_key_rpm_limits_only_that_key():
     admit_sync(limits, request(key_id="other"), key_rpm=2)
 
 
+@pytest.mark.live
 def test_teams_do_not_share_counters():
     limits = QuotaLimits(requests_per_minute=1)
     admit_sync(limits, request(team_id=1))
     admit_sync(limits, request(team_id=2))
 
 
+@pytest.mark.live
 def test_remaining_figures_for_rate_limit_headers():
     limits = QuotaLimits(requests_per_minute=10, tokens_per_minute=1_000)
     reservation = admit_sync(limits, request(prompt=100, max_tokens=100))
@@ -184,6 +198,7 @@ def silent_server():
         yield server.getsockname()[1]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("situation", ["refused", "hung"])
 def test_admission_fails_closed_and_fast_when_redis_is_unreachable(
     settings, silent_server, situation

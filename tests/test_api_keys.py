@@ -28,6 +28,7 @@ def team(db):
     return actions.create_team("Acme Research", requests_per_minute=100)
 
 
+@pytest.mark.unit
 def test_new_keys_have_the_documented_shape_and_parse_back():
     key = new_key()
     assert key.plaintext.startswith(f"sk-sluice-{key.lookup_id}-")
@@ -37,6 +38,7 @@ def test_new_keys_have_the_documented_shape_and_parse_back():
     assert new_key().plaintext != key.plaintext
 
 
+@pytest.mark.live
 def test_only_the_sha256_of_the_secret_is_stored(team):
     issued = actions.issue_api_key(team, name="ci")
     secret = parse_key(issued.plaintext).secret
@@ -45,6 +47,7 @@ def test_only_the_sha256_of_the_secret_is_stored(team):
     assert not any(secret in str(value) for value in row.values())
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "raw",
     [
@@ -67,6 +70,7 @@ def test_malformed_keys_are_rejected_with_a_clear_message(raw):
         authenticate(raw, "inference")
 
 
+@pytest.mark.live
 def test_a_valid_key_authenticates_to_its_team(team):
     issued = actions.issue_api_key(team)
     record = authenticate(issued.plaintext, "inference")
@@ -74,6 +78,7 @@ def test_a_valid_key_authenticates_to_its_team(team):
     assert record.lookup_id == issued.key.lookup_id
 
 
+@pytest.mark.live
 def test_a_valid_key_authenticates_from_the_database_when_redis_has_no_record(team, redis_url):
     issued = actions.issue_api_key(team)
     redis.Redis.from_url(redis_url).flushall()
@@ -81,6 +86,7 @@ def test_a_valid_key_authenticates_from_the_database_when_redis_has_no_record(te
     assert authenticate(issued.plaintext, "inference").team_id == team.pk
 
 
+@pytest.mark.live
 def test_the_right_id_with_a_wrong_secret_is_rejected(team):
     issued = actions.issue_api_key(team)
     forged = issued.plaintext[:-1] + ("A" if issued.plaintext[-1] != "A" else "B")
@@ -88,17 +94,20 @@ def test_the_right_id_with_a_wrong_secret_is_rejected(team):
         authenticate(forged, "inference")
 
 
+@pytest.mark.live
 def test_an_unknown_key_is_rejected(team):
     with pytest.raises(AuthenticationFailed, match="Incorrect API key"):
         authenticate(new_key().plaintext, "inference")
 
 
+@pytest.mark.live
 def test_an_expired_key_is_rejected(team):
     issued = actions.issue_api_key(team, expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(AuthenticationFailed, match="expired"):
         authenticate(issued.plaintext, "inference")
 
 
+@pytest.mark.live
 def test_a_key_with_days_left_is_accepted_and_records_its_expiry(team):
     issued = actions.issue_api_key(team, expires_in_days=30)
     assert issued.key.expires_at is not None
@@ -106,6 +115,7 @@ def test_a_key_with_days_left_is_accepted_and_records_its_expiry(team):
     authenticate(issued.plaintext, "inference")
 
 
+@pytest.mark.live
 def test_a_revoked_key_is_rejected(team):
     issued = actions.issue_api_key(team)
     authenticate(issued.plaintext, "inference")
@@ -115,6 +125,7 @@ def test_a_revoked_key_is_rejected(team):
         authenticate(issued.plaintext, "inference")
 
 
+@pytest.mark.live
 def test_a_key_without_the_needed_scope_is_denied(team):
     issued = actions.issue_api_key(team, scopes=("inference",))
     with pytest.raises(ScopeDenied, match="manage"):
@@ -123,6 +134,7 @@ def test_a_key_without_the_needed_scope_is_denied(team):
     assert authenticate(both.plaintext, "manage").team_id == team.pk
 
 
+@pytest.mark.live
 def test_allowed_models_restrict_a_key_and_empty_means_any(team):
     limited = authenticate(
         actions.issue_api_key(team, allowed_models=("smollm2-135m",)).plaintext, "inference"
@@ -134,6 +146,7 @@ def test_allowed_models_restrict_a_key_and_empty_means_any(team):
     check_model_allowed(unlimited.allowed_models, "any")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "kwargs",
     [{"expires_in_days": 0}, {"requests_per_minute": -1}, {"scopes": ()}, {"scopes": ("root",)}],
@@ -144,6 +157,7 @@ def test_bad_key_options_are_refused_and_create_nothing(team, kwargs):
     assert ApiKey.objects.count() == 0
 
 
+@pytest.mark.live
 def test_last_use_is_noted_once_per_interval_and_written_by_the_task(team, redis_url, settings):
     settings.API_KEY_LAST_USED_INTERVAL_S = 3600
     issued = actions.issue_api_key(team)
@@ -163,6 +177,7 @@ def test_last_use_is_noted_once_per_interval_and_written_by_the_task(team, redis
     assert flush_api_key_last_used() == 0
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_a_deleted_key_stops_working(team, django_capture_on_commit_callbacks):
     issued = actions.issue_api_key(team)
@@ -174,6 +189,7 @@ def test_a_deleted_key_stops_working(team, django_capture_on_commit_callbacks):
         authenticate(issued.plaintext, "inference")
 
 
+@pytest.mark.live
 def test_unknown_ids_do_not_grow_the_process_cache_without_bound(team, monkeypatch):
     from foundation import record_cache
 

@@ -29,6 +29,8 @@ from scaling.replay.analytical_fleet import FleetModel
 from scaling.replay.simulated import AutoscalerController, replay
 from scaling.replay.traces import Demand, load_trace, trace_path
 
+pytestmark = pytest.mark.unit
+
 NOW = 1_000_000.0
 POLICY = PolicySpec(
     min_replicas=1,

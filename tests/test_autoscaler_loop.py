@@ -4,7 +4,6 @@ import io
 import json
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +18,7 @@ from inference.snapshot import SNAPSHOT_KEY, WorkerView
 from scaling.autoscale.actuators import Actuator, Replica
 from scaling.autoscale.loop import AutoscaleLoop, LeaderLock
 from scaling.models import AutoscalePolicy, ScalingDecision
+from tests.waiting import wait_until, wait_until_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -95,17 +95,19 @@ def live(deployment: ModelDeployment) -> list[Worker]:
     return list(Worker.objects.filter(deployment=deployment).exclude(state="dead"))
 
 
+@pytest.mark.live
 def test_only_the_lease_holder_acts_and_a_lapsed_lease_passes_on():
     client = sync_redis()
     first, second = LeaderLock(client, ttl_s=0.3), LeaderLock(client, ttl_s=0.3)
     assert first.acquire() and not second.acquire()
     assert first.acquire()  # renewing our own lease
-    time.sleep(0.4)  # the first leader stalls past its lease
+    time.sleep(0.4)  # the first leader stalls past its lease (the stall is what is tested)
     assert second.acquire() and not first.held() and not first.acquire()
     first.release()  # releasing someone else's lease does nothing
     assert second.held()
 
 
+@pytest.mark.live
 def test_two_loops_one_acts(deployment):
     a, b = FakeActuator(), FakeActuator()
     loop_a, loop_b = AutoscaleLoop(a, sync_redis()), AutoscaleLoop(b, sync_redis())
@@ -118,6 +120,7 @@ def test_two_loops_one_acts(deployment):
     assert loop_b.tick(now + 15) is not None
 
 
+@pytest.mark.live
 def test_sustained_load_scales_up_and_every_decision_is_recorded_with_its_reason(deployment):
     actuator = FakeActuator()
     loop = AutoscaleLoop(actuator, sync_redis())
@@ -140,6 +143,7 @@ def test_sustained_load_scales_up_and_every_decision_is_recorded_with_its_reason
     assert actuator.started[-1] == ("http://10.0.0.101:8000", True)  # and was replaced
 
 
+@pytest.mark.live
 def test_no_action_on_stale_metrics(deployment):
     loop = AutoscaleLoop(FakeActuator(), sync_redis())
     now = time.time()
@@ -149,6 +153,7 @@ def test_no_action_on_stale_metrics(deployment):
     assert not rows[0].actuated and len(live(deployment)) == 2
 
 
+@pytest.mark.live
 def test_scale_down_drains_first_and_stops_only_once_idle(deployment):
     AutoscalePolicy.objects.filter(deployment=deployment).update(warm_pool=0)
     actuator = FakeActuator()
@@ -169,6 +174,7 @@ def test_scale_down_drains_first_and_stops_only_once_idle(deployment):
     assert ScalingDecision.objects.filter(action="drain", actuated=True).exists()
 
 
+@pytest.mark.live
 def test_local_actuator_starts_registers_and_stops_a_simulator(settings, tmp_path):
     from scaling.autoscale.actuators.local import LocalProcessActuator
 
@@ -179,14 +185,7 @@ def test_local_actuator_starts_registers_and_stops_a_simulator(settings, tmp_pat
     try:
         worker = Worker.objects.get(url=replica.url)
         assert worker.state == "warm" and worker.labels["actuator"] == "local"
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(f"{replica.url}/health", timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the simulator did not start"
-                time.sleep(0.1)
+        wait_until_answers(f"{replica.url}/health", 15, "the simulator")
         assert [r.alive for r in actuator.list_replicas(deployment)] == [True]
     finally:
         actuator.stop_replica(Worker.objects.get(url=replica.url))
@@ -241,6 +240,7 @@ class FakeKubernetes(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.unit
 def test_kubernetes_actuator_patches_the_scale_subresource():
     """The official client's real request building, against a local stand-in server."""
     from kubernetes import client  # type: ignore[import-untyped]
@@ -290,12 +290,14 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
         server.shutdown()
 
 
+@pytest.mark.live
 def test_autoscale_command_runs_one_tick():
     out = io.StringIO()
     call_command("autoscale", "--once", "--actuator", "local", "--worker", "sim", stdout=out)
     assert "autoscaler: local actuator" in out.getvalue()
 
 
+@pytest.mark.live
 def test_replay_command_reports_slo_gpu_hours_and_events():
     out = io.StringIO()
     call_command("replay", "steady", "--modes", "oracle,predictive", "--events", "2", stdout=out)
@@ -304,6 +306,7 @@ def test_replay_command_reports_slo_gpu_hours_and_events():
     assert "predictive" in report and "100.00%" in report
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(settings, tmp_path):
     """Loop + local actuator + the real scraper, with simulator processes."""
@@ -328,11 +331,12 @@ def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(
         first = loop.tick()
         assert first and first[0].action == "up" and first[0].rule == "min_replicas"
         assert sorted(w.state for w in live(deployment)) == ["starting", "warm"]
-        deadline = time.monotonic() + 20
-        while not Worker.objects.filter(deployment=deployment, state="ready").exists():
-            assert time.monotonic() < deadline, "the started replica never became ready"
+
+        def scraped_ready() -> bool:
             asyncio.run(scrape())
-            time.sleep(0.2)
+            return Worker.objects.filter(deployment=deployment, state="ready").exists()
+
+        wait_until(scraped_ready, 20, "the started replica to be scraped ready", poll_s=0.2)
         assert sorted(w.state for w in live(deployment)) == ["ready", "warm"]
         asyncio.run(scrape())
         rows = loop.tick()
@@ -342,6 +346,7 @@ def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(
     assert live(deployment) == []
 
 
+@pytest.mark.unit
 def test_admin_edits_policies_and_shows_decisions_read_only(deployment):
     from django.contrib.auth import get_user_model
     from django.test import Client

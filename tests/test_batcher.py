@@ -4,6 +4,9 @@ import time
 import pytest
 
 from inference.batcher import MicroBatcher
+from tests.waiting import async_wait_until
+
+pytestmark = pytest.mark.unit
 
 
 def test_concurrent_items_run_as_batches_of_at_most_the_max_size():
@@ -60,14 +63,14 @@ def test_with_max_in_flight_a_busy_batcher_gathers_arrivals_into_the_next_batch(
         sizes.append(len(items))
         running += 1
         most_running = max(most_running, running)
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the model's work: the batch stays in flight meanwhile
         running -= 1
         return [i * 2 for i in items]
 
     async def scenario():
         batcher = MicroBatcher(slow_double, max_batch_size=32, max_wait_ms=0, max_in_flight=1)
         first = asyncio.ensure_future(batcher.submit(0))
-        await asyncio.sleep(0.005)  # the lone first item is already running
+        await async_wait_until(lambda: sizes == [1], 1, "the lone first item to run", poll_s=0.001)
         rest = [asyncio.ensure_future(batcher.submit(i)) for i in range(1, 11)]
         return await asyncio.gather(first, *rest)
 

@@ -34,6 +34,7 @@ def bench(tmp_path: Path, url: str, **options: object) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.live
 def test_a_streamed_sweep_reports_the_configured_latency_and_throughput(fixed_sim, tmp_path):
     doc = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="1,4", requests=40)
     for level in doc["levels"]:
@@ -48,6 +49,7 @@ def test_a_streamed_sweep_reports_the_configured_latency_and_throughput(fixed_si
         assert level["errors"] == {}
 
 
+@pytest.mark.live
 def test_without_streaming_the_first_token_is_the_whole_reply(fixed_sim, tmp_path):
     (level,) = bench(tmp_path, f"{fixed_sim.url}/v1", concurrency="2", requests=10, stream=False)[
         "levels"
@@ -56,6 +58,7 @@ def test_without_streaming_the_first_token_is_the_whole_reply(fixed_sim, tmp_pat
     assert level["ttft_p50_s"] == pytest.approx(level["latency_p50_s"], abs=0.002)
 
 
+@pytest.mark.live
 def test_open_loop_arrivals_follow_the_seeded_schedule(fixed_sim, tmp_path):
     (level,) = bench(tmp_path, f"{fixed_sim.url}/v1", rate="25", requests=50, seed=7)["levels"]
     gaps = list(itertools.islice(arrival_gaps(25, "poisson", random.Random(7)), 49))
@@ -64,6 +67,7 @@ def test_open_loop_arrivals_follow_the_seeded_schedule(fixed_sim, tmp_path):
     assert expected <= level["elapsed_s"] < expected + 0.25
 
 
+@pytest.mark.live
 def test_errors_are_counted_by_kind(fixed_sim, tmp_path):
     wrong_model = bench(
         tmp_path,
@@ -88,6 +92,7 @@ def test_errors_are_counted_by_kind(fixed_sim, tmp_path):
     assert wrong_model["comparison"][0]["throughput_ratio"] is None  # nothing to divide by
 
 
+@pytest.mark.live
 def test_compare_runs_both_endpoints_and_reports_ratios(fixed_sim, tmp_path):
     doc = bench(
         tmp_path,
@@ -106,6 +111,7 @@ def test_compare_runs_both_endpoints_and_reports_ratios(fixed_sim, tmp_path):
     assert "<script src=" not in html  # nothing fetched: the report opens offline
 
 
+@pytest.mark.unit
 def test_the_shared_prefix_workload_mixes_repeats_and_paraphrases_as_asked():
     spec = WorkloadSpec("shared-prefix", "m", 8, repeat_share=0.4, paraphrase_share=0.3)
     bodies = list(itertools.islice(requests_for(spec), 2000))
@@ -116,6 +122,7 @@ def test_the_shared_prefix_workload_mixes_repeats_and_paraphrases_as_asked():
     assert bodies[0] == next(requests_for(spec))  # seeded: the same run twice
 
 
+@pytest.mark.live
 def test_a_jsonl_workload_is_replayed_and_bad_lines_are_named(tmp_path, fixed_sim):
     good = tmp_path / "good.jsonl"
     good.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')

@@ -5,6 +5,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from caching.eviction import (
@@ -19,6 +20,7 @@ from caching.eviction import (
     usage,
 )
 
+pytestmark = pytest.mark.live
 VSET = "sluice:cache:semantic:vectors:team:1"
 VECTORS = {"el-a": (0.1, 0.2, 0.3), "el-b": (0.9, 0.1, 0.0), "el-c": (0.0, 0.5, 0.5)}
 
@@ -165,7 +167,7 @@ def test_expired_entries_stop_counting_and_lose_their_vector_element(redis_url):
             )
         await admit(client, budget, "exact-short", value_of(2000), 1, cost=5)
         assert await client.execute_command("VCARD", VSET) == 2
-        await asyncio.sleep(1.1)
+        await asyncio.sleep(1.1)  # the 1 s TTLs run out: expiry is what is tested
         assert sorted(await purge(client, budget.namespace)) == ["entry-el-a", "exact-short"]
         stats = await usage(client, budget.namespace)
         assert (stats.entries, stats.used_bytes) == (1, 1000)
@@ -183,7 +185,7 @@ def test_an_admission_purges_expired_entries_first(redis_url):
         await admit(
             client, budget, "short", value_of(2000), 1, cost=10**6, vector_set=VSET, element="el-a"
         )
-        await asyncio.sleep(1.1)
+        await asyncio.sleep(1.1)  # the 1 s TTL runs out: expiry is what is tested
         # fits because the expired entry no longer counts: nothing is *evicted*
         result = await admit(client, budget, "next", value_of(2000), 60, cost=1)
         assert result == Admission(admitted=True, evicted=[])

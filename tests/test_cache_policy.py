@@ -28,6 +28,7 @@ def fresh(team_id: int) -> float:
     return effective(team_id).similarity_threshold
 
 
+@pytest.mark.live
 def test_a_team_policy_overrides_the_global_default_which_overrides_settings(team, settings):
     settings.CACHE_SEMANTIC_THRESHOLD = 0.93
     assert fresh(team.pk) == 0.93
@@ -39,6 +40,7 @@ def test_a_team_policy_overrides_the_global_default_which_overrides_settings(tea
     assert fresh(team.pk) == 0.95
 
 
+@pytest.mark.live
 def test_there_is_only_one_global_default(team):
     update_cache_policy(None, exact_ttl_s=60)
     update_cache_policy(None, exact_ttl_s=120)
@@ -46,6 +48,7 @@ def test_there_is_only_one_global_default(team):
     assert effective(team.pk).exact_ttl_s == 120
 
 
+@pytest.mark.live
 def test_only_staff_change_a_policy_and_bad_values_change_nothing(team):
     admin = get_user_model().objects.create_user("alice", password="pw-not-used-1234")
     actions.add_member(team, admin, Membership.Role.ADMIN)
@@ -67,6 +70,7 @@ def test_only_staff_change_a_policy_and_bad_values_change_nothing(team):
     assert fresh(team.pk) == 0.9
 
 
+@pytest.mark.unit
 def test_another_teams_admin_cannot_read_a_teams_cache(team):
     other = actions.create_team("Globex")
     admin = get_user_model().objects.create_user("bob", password="pw-not-used-1234")
@@ -76,6 +80,7 @@ def test_another_teams_admin_cannot_read_a_teams_cache(team):
     assert client.get("/api/v1/teams/acme/cache/").status_code == 404
 
 
+@pytest.mark.live
 def test_the_admin_page_is_for_staff_and_a_save_applies(team):
     staff = Client()
     staff.force_login(get_user_model().objects.create_superuser("root", password="pw-1234-x"))

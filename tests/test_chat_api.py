@@ -14,8 +14,20 @@ from gateway.accounts.records import QuotaLimits
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from tests.conftest import MESSAGES
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
+
+
+def recorded(*request_ids: str) -> bool:
+    """Whether the ledger has a record for each request, once its pending events are in."""
+    ingest("test-consumer")
+    return UsageRecord.objects.filter(request_id__in=request_ids).count() == len(request_ids)
+
+
+def recorded_with(**fields: object) -> bool:
+    ingest("test-consumer")
+    return UsageRecord.objects.filter(**fields).exists()
 
 
 def test_non_streaming_and_streaming_completions_with_the_openai_client(platform):
@@ -38,8 +50,8 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
 
-    time.sleep(0.3)  # settlement finishes just after the last chunk
-    ingest("test-consumer")
+    # Settlement finishes just after the last chunk; then the ledger records both requests.
+    wait_until(lambda: recorded(reply.id, chunks[0].id), 5, "both requests' usage to be recorded")
     record = UsageRecord.objects.get(request_id=reply.id)
     assert (record.status, record.model, record.completion_tokens) == (
         "ok",
@@ -98,7 +110,9 @@ def test_errors_have_openai_shape_and_status(platform):
 
 def test_rate_limits_answer_429_with_retry_after_and_headers(platform):
     actions.update_quota_policy(platform["team"], requests_per_minute=3)
-    time.sleep(1.2)  # policy records reach every process within a second
+    # Kept as a sleep: policy records reach every process within a second, and no probe
+    # could tell when without spending the quota it is about to test.
+    time.sleep(1.2)
     client = platform["client"].with_options(max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model="small-model", messages=MESSAGES, max_tokens=2
@@ -139,17 +153,24 @@ def test_a_client_that_leaves_mid_stream_cancels_the_worker_and_pays_for_what_it
     assert any(line.startswith(b"data: ") for line in received)
     assert platform["sim"].metric("vllm:num_requests_running") == 1
     connection.close()
-    left_at = time.monotonic()
-    while platform["sim"].metric("vllm:num_requests_running") != 0:
-        assert time.monotonic() - left_at < 2.0, "the worker kept generating"
-        time.sleep(0.05)
-    time.sleep(0.3)  # settlement runs as the gateway notices the disconnect
+    wait_until(
+        lambda: platform["sim"].metric("vllm:num_requests_running") == 0,
+        2.0,
+        "the worker to stop generating",
+    )
+    # Settlement runs as the gateway notices the disconnect: the reservation (the prompt plus
+    # the 400 tokens asked for) becomes what was produced (a few tokens plus the prompt).
     limits = QuotaLimits(tokens_per_minute=100_000)
-    used = {u.limit: u.used for u in read_team_usage(platform["team"].pk, limits)}
-    # Charged what was produced (a few tokens plus the prompt), not the 400 reserved.
-    assert 0 < used["tokens_per_minute"] < 200
-    ingest("test-consumer")
-    cancelled = UsageRecord.objects.get(status="cancelled")  # the warm-up request was "ok"
+
+    def tokens_used() -> int:
+        used = {u.limit: u.used for u in read_team_usage(platform["team"].pk, limits)}
+        return used["tokens_per_minute"]
+
+    wait_until(lambda: tokens_used() < 200, 5, "the reservation to be settled")
+    assert tokens_used() > 0
+    # The warm-up request was "ok"; this one is the only "cancelled".
+    wait_until(lambda: recorded_with(status="cancelled"), 5, "the cancelled request's record")
+    cancelled = UsageRecord.objects.get(status="cancelled")
     assert 0 < cancelled.completion_tokens < 400
 
 

@@ -21,7 +21,7 @@ from gateway.accounts import actions
 from gateway.accounts.records import key_records
 from tests.conftest import MESSAGES
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 REFUSALS = {400, 404, 413, 503}  # 503: `model-without-workers`, the one valid model
 
 json_values = st.recursive(
@@ -99,7 +99,9 @@ def test_a_thousand_malformed_bodies_are_refused_in_openai_shape_never_with_a_50
 
 def test_a_stream_over_quota_gets_429_with_retry_after_and_rate_limit_headers(platform):
     actions.update_quota_policy(platform["team"], requests_per_minute=1)
-    time.sleep(1.2)  # policy records reach every process within a second
+    # Kept as a sleep: policy records reach every process within a second, and no probe
+    # could tell when without spending the quota it is about to test.
+    time.sleep(1.2)
     client = platform["client"]
     with pytest.raises(openai.RateLimitError) as limited:
         for _ in range(3):

@@ -5,7 +5,7 @@ from django.test import Client
 from gateway.accounts import actions
 from inference import fleet
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.unit]
 
 
 def test_the_chat_page_needs_a_login():

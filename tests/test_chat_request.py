@@ -4,8 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.serving.errors import ApiError
-from inference.chat_request import parse_chat_request
+from gateway.serving.errors import api_error
+from inference.chat_request import InvalidRequest, parse_chat_request
+
+pytestmark = pytest.mark.unit
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -32,17 +34,18 @@ bodies = st.one_of(
 def test_any_body_is_either_accepted_or_refused_with_a_400(raw):
     try:
         parse_chat_request(raw)
-    except ApiError as error:
+    except InvalidRequest as refused:  # the only way validation may fail
+        error = api_error(refused)
         assert error.status == 400
         assert error.body()["error"]["type"] == "invalid_request_error"
 
 
 def test_nan_and_infinity_are_not_json():
-    with pytest.raises(ApiError) as error:
+    with pytest.raises(InvalidRequest) as error:
         parse_chat_request(
             b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'
         )
-    assert error.value.status == 400 and "not valid JSON" in str(error.value.body())
+    assert api_error(error.value).status == 400 and "not valid JSON" in str(error.value)
 
 
 def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
@@ -90,6 +93,6 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
     ],
 )
 def test_each_mistake_names_its_parameter(body, param):
-    with pytest.raises(ApiError) as error:
+    with pytest.raises(InvalidRequest) as error:
         parse_chat_request(json.dumps(body).encode())
     assert error.value.param == param

@@ -16,8 +16,9 @@ from gateway.usage.models import UsageRecord
 from tests.conftest import live_platform
 from tests.sims import SimProcess
 from tests.test_exact_cache import generations
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 MESSAGES: list[Any] = [{"role": "user", "content": "Write a haiku about queues."}]
 
 
@@ -95,7 +96,12 @@ def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     follower: list[Any] = []
 
     def follow() -> None:
-        time.sleep(0.3)  # after the first caller has started the generation
+        # Join once the first caller's generation is running on the worker.
+        wait_until(
+            lambda: platform["sim"].metric("vllm:num_requests_running") == 1,
+            5,
+            "the first caller's generation to start",
+        )
         client = openai.OpenAI(
             base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
         )
@@ -110,14 +116,20 @@ def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
         body=json.dumps(body),
         headers={**headers, "Content-Type": "application/json"},
     )
-    time.sleep(0.6)  # the first caller leaves before the first token (it takes a second)
+    # Kept as a sleep: the first caller leaves after the follower has joined (at most a few
+    # tenths in) but before the first token (a second in); nothing marks the moment between.
+    time.sleep(0.6)
     connection.close()
     thread.join(timeout=30)
 
     text, _, coalesced = follower[0]
     assert coalesced == "true" and text
     assert generations(platform) == before + 1
-    time.sleep(0.5)  # the first caller's settlement runs as its request is torn down
-    ingest("test-consumer")
+
+    def first_recorded() -> bool:  # its settlement runs as its request is torn down
+        ingest("test-consumer")
+        return UsageRecord.objects.filter(cache_result="miss").exists()
+
+    wait_until(first_recorded, 5, "the first caller's usage record")
     first = UsageRecord.objects.get(cache_result="miss")
     assert first.status == "cancelled"  # it really left, and the generation went on

@@ -18,6 +18,7 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.unit
 def test_create_team_stores_its_limits():
     run("create_team", "Acme", "--rpm", "60", "--tpm", "90000", "--monthly-tokens", "5000000")
     policy = QuotaPolicy.objects.get(team__name="Acme")
@@ -28,6 +29,7 @@ def test_create_team_stores_its_limits():
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("flag", ["--rpm", "--tpm", "--monthly-tokens"])
 def test_create_team_refuses_negative_limits_and_creates_nothing(flag):
     with pytest.raises(CommandError, match="zero or more"):
@@ -35,6 +37,7 @@ def test_create_team_refuses_negative_limits_and_creates_nothing(flag):
     assert not Team.objects.exists()
 
 
+@pytest.mark.unit
 def test_create_team_refuses_a_duplicate_name():
     run("create_team", "Acme")
     with pytest.raises(CommandError, match="already exists"):
@@ -42,6 +45,7 @@ def test_create_team_refuses_a_duplicate_name():
     assert Team.objects.count() == 1
 
 
+@pytest.mark.live
 def test_create_api_key_prints_a_working_key_as_its_last_line():
     run("create_team", "Acme")
     output = run("create_api_key", "Acme", "--name", "ci", "--expires-in-days", "30")
@@ -51,12 +55,14 @@ def test_create_api_key_prints_a_working_key_as_its_last_line():
     assert ApiKey.objects.get().name == "ci"
 
 
+@pytest.mark.unit
 def test_create_api_key_for_an_unknown_team_is_a_clear_error():
     with pytest.raises(CommandError, match="No team named 'Nobody'"):
         run("create_api_key", "Nobody")
     assert not ApiKey.objects.exists()
 
 
+@pytest.mark.unit
 def test_create_api_key_refuses_zero_days():
     run("create_team", "Acme")
     with pytest.raises(CommandError, match="expires_in_days"):
@@ -64,6 +70,7 @@ def test_create_api_key_refuses_zero_days():
     assert not ApiKey.objects.exists()
 
 
+@pytest.mark.live
 def test_revoke_api_key_stops_the_key():
     run("create_team", "Acme")
     key = run("create_api_key", "Acme").strip().splitlines()[-1]
@@ -75,6 +82,7 @@ def test_revoke_api_key_stops_the_key():
     assert "already revoked" in run("revoke_api_key", lookup_id)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("key_id", "message"),
     [

@@ -60,6 +60,7 @@ def record(
     )
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 @pytest.mark.parametrize("page", PAGES)
 def test_only_staff_see_the_dashboard(page: str) -> None:
@@ -72,6 +73,7 @@ def test_only_staff_see_the_dashboard(page: str) -> None:
     assert refused.status_code == 302 and refused["Location"].startswith("/admin/login/")
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("name", ["hour", "day", "month"])
@@ -84,12 +86,14 @@ def test_every_page_renders_for_staff(staff_client: Client, page: str, name: str
     assert response.status_code == 200
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_the_admin_index_links_to_the_dashboard(staff_client: Client) -> None:
     get_user_model().objects.filter(username="ops").update(is_superuser=True)
     assert reverse("dashboard:costs") in staff_client.get("/admin/").content.decode()
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_rollups_are_idempotent_and_count_late_ledger_rows() -> None:
     team = account_actions.create_team("Acme")
@@ -120,6 +124,7 @@ def test_rollups_are_idempotent_and_count_late_ledger_rows() -> None:
     assert KeyHourRollup.objects.get().requests == 5
 
 
+@pytest.mark.unit
 def test_percentiles_are_read_off_the_bucket_counts() -> None:
     counts = [0] * histogram.BUCKETS
     counts[2] = 100  # all in [100, 200) ms
@@ -172,6 +177,7 @@ def _costly_fleet(now: datetime = NOW) -> tuple[int, int, int]:
     return acme, globex, initech
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_the_cost_split_adds_up_to_the_total() -> None:
     _costly_fleet()
@@ -193,6 +199,7 @@ def test_the_cost_split_adds_up_to_the_total() -> None:
     assert saved["exact"]["hits"] == 0
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_the_csv_export_carries_the_same_split(staff_client: Client) -> None:
     _costly_fleet(datetime.now(UTC))
@@ -204,6 +211,7 @@ def test_the_csv_export_carries_the_same_split(staff_client: Client) -> None:
     assert {r["team"] for r in rows} >= {"Acme", "Globex", "Initech"}
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_team_usage_and_top_keys() -> None:
     acme, _, _ = _costly_fleet()
@@ -218,6 +226,7 @@ def fresh_threshold(team_id: int) -> float:
     return async_to_sync(policy_for_team)(team_id).similarity_threshold
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)  # policies are published on commit
 def test_a_tuning_change_applies_live_is_audited_and_reverts(staff_client: Client) -> None:
     team = account_actions.create_team("Acme")
@@ -247,6 +256,7 @@ def test_a_tuning_change_applies_live_is_audited_and_reverts(staff_client: Clien
     assert undo.reverts == change and undo.new == {"similarity_threshold": before}
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_an_invalid_change_saves_and_audits_nothing(staff_client: Client) -> None:
     team = account_actions.create_team("Acme")
@@ -262,6 +272,7 @@ def test_an_invalid_change_saves_and_audits_nothing(staff_client: Client) -> Non
     assert fresh_threshold(team.pk) != 1.5
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_autoscale_thresholds_are_validated_audited_and_revertible() -> None:
     deployment = fleet.ensure_deployment("small-model")
@@ -276,6 +287,7 @@ def test_autoscale_thresholds_are_validated_audited_and_revertible() -> None:
         actions.revert(None, change)
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_requests_refused_by_a_quota_show_on_the_teams_page(staff_client: Client) -> None:
     team = account_actions.create_team("Throttled", requests_per_minute=1)

@@ -22,7 +22,8 @@ from inference import fleet
 from scaling.models import ScalingDecision
 from tests.test_web_chat_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the live server shares the database
+# The live server shares the database.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 PAGES = {"overview": 6, "costs": 4, "teams": 2, "fleet": 1, "tuning": 0}
 
 

@@ -9,6 +9,8 @@ from django.db import connection
 from foundation.db import database_read
 from gateway.accounts.models import Team
 
+pytestmark = pytest.mark.unit
+
 
 def count_teams() -> int:
     return Team.objects.count()

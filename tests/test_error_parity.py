@@ -11,7 +11,7 @@ import pytest
 from gateway.accounts import actions
 from gateway.accounts.models import ApiKey, Team
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 ASK = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
 
 

@@ -2,7 +2,6 @@
 
 import http.client
 import json
-import time
 from typing import Any
 
 import openai
@@ -15,8 +14,9 @@ from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet
 from tests.live import LiveGateway
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 SYSTEM = {"role": "system", "content": "Answer briefly."}
 QUESTION = {"role": "user", "content": "What is the capital of France?"}
 
@@ -144,14 +144,13 @@ def test_a_dead_cache_sends_requests_to_the_model_and_says_bypass(redis_url, ups
     try:
         key = actions.issue_api_key(team).plaintext
         client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-        deadline = time.monotonic() + 10
-        while True:  # until the scraper has published the worker
-            try:
-                text, state = ask(client)
-                break
-            except openai.InternalServerError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+        text, state = wait_until(
+            lambda: ask(client),
+            10,
+            "the gateway to serve small-model (the scraper publishes the worker)",
+            ignoring=(openai.InternalServerError,),
+            poll_s=0.2,
+        )
         assert state == "bypass" and text
         assert ask(client)[1] == "bypass"
     finally:

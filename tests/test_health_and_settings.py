@@ -9,12 +9,14 @@ from foundation.redis_clients import reset_clients
 from tests.conftest import REPO_ROOT
 
 
+@pytest.mark.unit
 def test_healthz_says_the_process_is_alive():
     response = Client().get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_readyz_is_ready_when_database_and_redis_answer():
     response = Client().get("/readyz")
@@ -22,6 +24,7 @@ def test_readyz_is_ready_when_database_and_redis_answer():
     assert response.json()["checks"] == {"database": "ok", "redis": "ok"}
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_readyz_is_503_and_names_redis_when_redis_is_down(settings):
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
@@ -48,6 +51,7 @@ def import_settings(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     "env",
     [{}, {"SECRET_KEY": "short"}, {"SECRET_KEY": "insecure-dev-key-only-for-local-debugging"}],
@@ -58,16 +62,19 @@ def test_production_refuses_to_start_without_a_real_secret_key(tmp_path, env):
     assert "SECRET_KEY" in result.stderr
 
 
+@pytest.mark.live
 def test_production_starts_with_a_real_secret_key(tmp_path):
     assert import_settings(tmp_path, SECRET_KEY="x" * 50).returncode == 0
 
 
+@pytest.mark.live
 def test_a_bad_typed_setting_names_the_variable(tmp_path):
     result = import_settings(tmp_path, SECRET_KEY="x" * 50, REDIS_MAX_CONNECTIONS="lots")
     assert result.returncode != 0
     assert "REDIS_MAX_CONNECTIONS='lots' is not an integer" in result.stderr
 
 
+@pytest.mark.unit
 def test_metrics_can_require_a_bearer_token(settings):
     settings.METRICS_BEARER_TOKEN = "scrape-secret"
     assert Client().get("/metrics").status_code == 401

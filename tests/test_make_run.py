@@ -16,6 +16,9 @@ import pytest
 
 from foundation.embedded_redis import free_port, port_is_free
 from tests.conftest import REPO_ROOT
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.live
 
 READY_TIMEOUT_S = 360
 
@@ -34,31 +37,44 @@ class Launcher:
             text=True,
             start_new_session=True,
         )
-        self.lines: queue.Queue[str] = queue.Queue()
+        self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
+        self.ended = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
+        self.lines.put(None)  # the end of its output: the launcher has exited
 
     def wait_for(self, pattern, timeout=READY_TIMEOUT_S):
-        """The first line matching pattern, among lines already seen or still to come."""
+        """The first line matching pattern, among lines already seen or still to come; fails
+        at once if the launcher exits without printing one."""
         for line in self.seen:
             if match := re.search(pattern, line):
                 return match
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while not self.ended and time.monotonic() < deadline:
             try:
-                line = self.lines.get(timeout=0.5)
+                received = self.lines.get(timeout=0.5)
             except queue.Empty:
                 continue
-            self.seen.append(line)
-            match = re.search(pattern, line)
+            if received is None:
+                self.ended = True
+                break
+            self.seen.append(received)
+            match = re.search(pattern, received)
             if match:
                 return match
-        raise AssertionError(f"never saw {pattern!r}; output:\n{''.join(self.seen)}")
+        why = f"the launcher exited ({self.exit_status()})" if self.ended else f"{timeout} s"
+        raise AssertionError(f"never saw {pattern!r} ({why}); output:\n{''.join(self.seen)}")
+
+    def exit_status(self) -> str:
+        try:
+            return f"code {self.process.wait(timeout=10)}"
+        except subprocess.TimeoutExpired:
+            return "output closed, still running"
 
     def stop(self):
         """Ctrl-C first, so the supervisor stops its children; SIGKILL only as a last resort."""
@@ -68,6 +84,7 @@ class Launcher:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -131,10 +148,17 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
         check=False,
     )
     assert revoke.returncode == 0, revoke.stderr
-    time.sleep(2.0)
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        curl_line_works(curl)
-    assert refused.value.code == 401
+
+    def refused() -> bool:
+        try:
+            curl_line_works(curl)
+        except urllib.error.HTTPError as error:
+            assert error.code == 401
+            return True
+        return False
+
+    # A revoked key stops working in every process within two seconds.
+    wait_until(refused, 2.0, "the server to refuse the revoked key")
 
     os.killpg(launcher.process.pid, signal.SIGINT)
     assert launcher.process.wait(timeout=30) == 0
@@ -166,13 +190,14 @@ def test_children_do_not_outlive_a_killed_supervisor(launch, tmp_path):
     launcher.wait_for(r"Sluice is ready")
     schedule = str(tmp_path / "var" / "celerybeat-schedule")
     os.kill(launcher.process.pid, signal.SIGKILL)  # no chance to clean up
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        alive = subprocess.run(["pgrep", "-f", schedule], capture_output=True, check=False)
-        if alive.returncode != 0 and port_is_free(launcher.port):
-            return
-        time.sleep(0.5)
-    raise AssertionError("children kept running after the supervisor was killed")
+
+    def children_gone() -> bool:
+        beat = subprocess.run(["pgrep", "-f", schedule], capture_output=True, check=False)
+        return beat.returncode != 0 and port_is_free(launcher.port)
+
+    wait_until(
+        children_gone, 20, "the children to exit after the supervisor was killed", poll_s=0.5
+    )
 
 
 def test_daphne_stays_selectable(launch):

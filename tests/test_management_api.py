@@ -37,6 +37,7 @@ def admin_client(team):
     return client
 
 
+@pytest.mark.live
 def test_a_team_admin_creates_a_key_and_sees_it_once(admin_client, team):
     created = admin_client.post(
         "/api/v1/teams/acme/keys/", {"name": "ci", "scopes": ["inference"]}, format="json"
@@ -50,6 +51,7 @@ def test_a_team_admin_creates_a_key_and_sees_it_once(admin_client, team):
     assert plaintext.split("-")[-1] not in str(listed)
 
 
+@pytest.mark.unit
 def test_bad_key_options_are_400_and_create_nothing(admin_client):
     for body in (
         {"scopes": ["root"]},
@@ -62,6 +64,7 @@ def test_bad_key_options_are_400_and_create_nothing(admin_client):
     assert not ApiKey.objects.exists()
 
 
+@pytest.mark.live
 def test_revoking_through_the_api_stops_the_key(admin_client, team):
     issued = actions.issue_api_key(team)
     response = admin_client.post(f"/api/v1/teams/acme/keys/{issued.key.lookup_id}/revoke/")
@@ -72,6 +75,7 @@ def test_revoking_through_the_api_stops_the_key(admin_client, team):
         authenticate(issued.plaintext, "inference")
 
 
+@pytest.mark.unit
 def test_a_plain_member_may_not_manage_the_team(team):
     client = APIClient()
     client.force_authenticate(user_with_role(team, Membership.Role.MEMBER))
@@ -80,6 +84,7 @@ def test_a_plain_member_may_not_manage_the_team(team):
     assert not ApiKey.objects.exists()
 
 
+@pytest.mark.unit
 def test_another_teams_admin_cannot_see_the_team(team, other_team):
     client = APIClient()
     client.force_authenticate(user_with_role(other_team, Membership.Role.ADMIN, "bob"))
@@ -87,10 +92,12 @@ def test_another_teams_admin_cannot_see_the_team(team, other_team):
     assert client.get("/api/v1/teams/globex/keys/").status_code == 200
 
 
+@pytest.mark.unit
 def test_anonymous_requests_are_refused(team):
     assert APIClient().get("/api/v1/teams/acme/keys/").status_code in (401, 403)
 
 
+@pytest.mark.live
 def test_a_manage_key_works_only_for_its_own_team(team, other_team):
     manage = actions.issue_api_key(team, scopes=("manage",)).plaintext
     client = APIClient()
@@ -99,12 +106,14 @@ def test_a_manage_key_works_only_for_its_own_team(team, other_team):
     assert client.get("/api/v1/teams/globex/quota/").status_code == 404
 
 
+@pytest.mark.live
 def test_an_inference_only_key_cannot_manage(team):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {actions.issue_api_key(team).plaintext}")
     assert client.get("/api/v1/teams/acme/keys/").status_code == 403
 
 
+@pytest.mark.unit
 def test_a_malformed_bearer_key_is_401(team):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Bearer sk-sluice-nope")
@@ -113,6 +122,7 @@ def test_a_malformed_bearer_key_is_401(team):
     assert "Malformed API key" in response.json()["detail"]
 
 
+@pytest.mark.unit
 def test_session_writes_need_a_csrf_token(team):
     client = APIClient(enforce_csrf_checks=True)
     user_with_role(team, Membership.Role.ADMIN, "carol")
@@ -123,6 +133,7 @@ def test_session_writes_need_a_csrf_token(team):
     assert not ApiKey.objects.exists()
 
 
+@pytest.mark.unit
 def test_team_admins_read_but_cannot_change_their_own_quota(admin_client, team):
     assert admin_client.get("/api/v1/teams/acme/quota/").json()["requests_per_minute"] == 60
     response = admin_client.patch(
@@ -140,6 +151,7 @@ def staff_client():
     return client
 
 
+@pytest.mark.live
 def test_quota_changes_apply_to_admission_and_bad_values_change_nothing(staff_client, team):
     admin_client = staff_client
     for body in ({"requests_per_minute": -1}, {"max_tokens_cap": 0}, {"tokens_per_mintue": 5}):
@@ -159,6 +171,7 @@ def test_quota_changes_apply_to_admission_and_bad_values_change_nothing(staff_cl
     assert limits.budget_per_month_micros == 12_500_000
 
 
+@pytest.mark.live
 def test_usage_reports_what_admission_counted(admin_client, team):
     limits = async_to_sync(limits_for_team)(team.pk)
     for _ in range(3):

@@ -10,7 +10,9 @@ from django.core.management import CommandError, call_command
 
 from scaling.autoscale.types import PolicySpec
 from scaling.models import ScalingDecision
-from scaling.replay.live import LiveOptions, TimeScale, arrivals, fit_rate_scale, window
+from scaling.replay.live.clock import TimeScale
+from scaling.replay.live.load import arrivals, fit_rate_scale, window
+from scaling.replay.live.options import LiveOptions
 from scaling.replay.traces import load_trace
 
 STEP_TRACE: list[dict[str, object]] = [
@@ -25,6 +27,7 @@ def write_trace(path: Path, lines: list[dict[str, object]]) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_time_scale_divides_the_policy_clock_and_says_what_it_did():
     scale = TimeScale(30)
     scaled = scale.policy(PolicySpec())
@@ -40,6 +43,7 @@ def test_time_scale_divides_the_policy_clock_and_says_what_it_did():
     assert TimeScale(120).tick_s == 0.25  # floored
 
 
+@pytest.mark.unit
 def test_arrivals_follow_the_scaled_rate_and_are_reproducible(tmp_path):
     demand = window(load_trace(write_trace(tmp_path / "step.jsonl", STEP_TRACE)), 0, None)
     times = arrivals(demand, rate_scale=1.0, speed=10, lead_in_s=60, seed=3)
@@ -53,6 +57,7 @@ def test_arrivals_follow_the_scaled_rate_and_are_reproducible(tmp_path):
     assert rate_scale * 14 == pytest.approx(0.9 * 3 * 8 * 0.7 / LiveOptions().service_s)
 
 
+@pytest.mark.unit
 def test_window_and_live_options_are_checked(tmp_path):
     trace = write_trace(tmp_path / "step.jsonl", STEP_TRACE)
     demand = load_trace(trace)
@@ -73,6 +78,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(settings, tmp_path):
     """300 trace seconds at speed 10 (30 s of wall time): 2 req/s, then 14 req/s, which

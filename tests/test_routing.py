@@ -13,21 +13,17 @@ from inference.deployments import catalog
 from inference.models import ModelDeployment
 from inference.snapshot import WorkerView
 from scaling.routing.dispatcher import Dispatcher
-from scaling.routing.policies import (
-    EPSILON,
-    POLICIES,
-    BelowInFlightLimit,
-    Healthy,
-    InRotation,
-    ServesModel,
-    least_loaded,
-    prefix_aware,
-    round_robin,
-    router_for,
-)
+from scaling.routing.filters.below_in_flight_limit import BelowInFlightLimit
+from scaling.routing.filters.healthy import Healthy
+from scaling.routing.filters.in_rotation import InRotation
+from scaling.routing.filters.serves_model import ServesModel
+from scaling.routing.hash_ring import EPSILON
+from scaling.routing.policies import POLICIES, least_loaded, prefix_aware, round_robin, router_for
 from scaling.routing.prefix import LEADING_CHARS, prefix_key, route_context
 from scaling.routing.router import Load, RouteContext
 from tests.test_fleet import StaticFleet
+
+pytestmark = pytest.mark.unit
 
 REQUEST = RouteContext("sim")
 

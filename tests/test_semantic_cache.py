@@ -16,9 +16,11 @@ from gateway.accounts import actions
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from tests.test_exact_cache import generations, metric_lines, report
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 SYSTEM = {"role": "system", "content": "Answer briefly."}
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 def ask(
@@ -124,20 +126,22 @@ def test_a_policy_change_reaches_the_gateway_within_two_seconds(platform):
     state = "hit-semantic"
     while state == "hit-semantic" and time.monotonic() - changed_at < 5:
         # no-store: a probe that misses must not become the next probe's exact hit
-        state = ask(
-            client, "whats the capital of france", extra_headers={"Cache-Control": "no-store"}
-        )[1]
+        state = ask(client, "whats the capital of france", extra_headers=NO_STORE)[1]
     assert state == "miss"
     assert time.monotonic() - changed_at < 2
 
     update_cache_policy(platform["team"].pk, semantic_enabled=True, similarity_threshold=0.999)
-    time.sleep(1.5)
-    assert (
-        ask(client, "Tell me the capital of France?", extra_headers={"Cache-Control": "no-store"})[
-            1
-        ]
-        == "miss"
+    # The gateway has the new policy once a probe differing only in case hits semantically
+    # again (MiniLM is uncased: the similarity is 1.0, above even 0.999).
+    wait_until(
+        lambda: (
+            ask(client, "what is the capital of france?", extra_headers=NO_STORE)[1]
+            == "hit-semantic"
+        ),
+        5,
+        "the gateway to apply the re-enabled semantic cache",
     )
+    assert ask(client, "Tell me the capital of France?", extra_headers=NO_STORE)[1] == "miss"
 
 
 def test_a_reported_semantic_hit_is_removed(platform):
@@ -170,7 +174,9 @@ def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
     client = platform["client"]
     budget = 3000  # room for about two small replies per cache
     update_cache_policy(platform["team"].pk, memory_budget_bytes=budget)
-    time.sleep(1.5)  # the gateway's copy of the policy ages out
+    # Kept as a sleep: the gateway's copy of the policy ages out within a second, and until a
+    # reply is evicted nothing observable says which budget it holds.
+    time.sleep(1.5)
     questions = [
         "Name a primary colour.",
         "What is the boiling point of water?",

@@ -3,24 +3,18 @@ true paraphrases pass. Pure functions: no database, Redis or Django settings."""
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from caching.verify import Verdict, verify
+from caching.verify.verdict import Verdict, verify
 
 PAIRS_TSV = Path(__file__).resolve().parent.parent / "bench/data/adversarial_pairs.tsv"
 # Measured when the rules were written: 95.5% of near-misses rejected, 95.6% of paraphrases
 # accepted. The floors leave a little room for rule changes, not for regressions.
+pytestmark = pytest.mark.unit
 MIN_NEGATIVES_REJECTED = 0.93
 MIN_POSITIVES_ACCEPTED = 0.93
-
-
-@pytest.fixture(autouse=True)
-def redis_url() -> Iterator[str]:
-    """Replaces conftest's autouse fixture: these tests need no Redis and no Django settings."""
-    yield ""
 
 
 def load_pairs() -> list[tuple[str, int, str, str]]:

@@ -42,6 +42,7 @@ def logged(redis_url: str, team_id: int) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in client.lrange(lookup_log.key(team_id), 0, -1)]
 
 
+@pytest.mark.live
 def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxMiniLM) -> None:
     async def scenario() -> list[semantic.SemanticMatch | None]:
         budget = eviction.Budget("semantic:7", 10_000_000)
@@ -85,6 +86,7 @@ def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxM
     assert not client.exists(lookup_log.key(0))
 
 
+@pytest.mark.live
 def test_the_log_keeps_the_last_thousand(redis_url: str) -> None:
     async def scenario() -> None:
         for n in range(lookup_log.KEEP + 5):
@@ -115,6 +117,7 @@ SAMPLES = [
 ]
 
 
+@pytest.mark.unit
 def test_known_samples_give_known_hit_rates() -> None:
     assert predict(SAMPLES, 0.90, True).hit_rate == pytest.approx(0.2)
     assert predict(SAMPLES, 0.92, True).hit_rate == pytest.approx(0.1)  # only 0.95 is left
@@ -131,12 +134,14 @@ def test_known_samples_give_known_hit_rates() -> None:
     assert predict(twin + SAMPLES, 0.92, True).hit_rate == pytest.approx(1 / 11)
 
 
+@pytest.mark.unit
 def test_with_no_verdict_at_all_candidates_count_as_accepted() -> None:
     unseen = [sample((0.88, None)), sample()]
     effect = predict(unseen, 0.85, True)
     assert effect.assumed == 1 and effect.estimated == 0 and effect.hit_rate == 0.5
 
 
+@pytest.mark.unit
 def test_a_lower_threshold_never_predicts_a_lower_hit_rate() -> None:
     mixed = [
         *SAMPLES,
@@ -148,6 +153,7 @@ def test_a_lower_threshold_never_predicts_a_lower_hit_rate() -> None:
         assert rates == sorted(rates)
 
 
+@pytest.mark.unit
 def test_precision_comes_from_the_benchmark_table() -> None:
     assert expected_precision(0.92, True).value == pytest.approx(0.922)
     assert expected_precision(0.91, True).value == pytest.approx((0.932 + 0.922) / 2)
@@ -183,6 +189,7 @@ def push(team_id: int, samples: list[LookupSample]) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_preview_shows_the_effect_and_saves_nothing(staff_client: Client) -> None:
     team = account_actions.create_team("Acme")
@@ -204,6 +211,7 @@ def test_preview_shows_the_effect_and_saves_nothing(staff_client: Client) -> Non
     assert 'id="threshold-effect"' not in staff_client.get(url, {"team": team.pk}).content.decode()
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_preview_without_samples_says_so(staff_client: Client) -> None:
     team = account_actions.create_team("Quiet")
@@ -215,6 +223,7 @@ def test_preview_without_samples_says_so(staff_client: Client) -> None:
     assert not TuningChange.objects.exists()
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_the_global_preview_pools_teams_on_the_global_default(staff_client: Client) -> None:
     follower, own = account_actions.create_team("Follower"), account_actions.create_team("Own")

@@ -1,7 +1,6 @@
 """Tiered routing (model "auto"): the classifier's rules, its accuracy on the labelled
 prompts, resolving "auto" to a deployment, and the whole path through a live gateway."""
 
-import time
 from io import StringIO
 from typing import Any
 
@@ -22,6 +21,7 @@ from inference.chat_request import ChatRequest, parse_chat_request
 from inference.deployments import catalog
 from scaling.routing.tiers import Tier, TierDecision, choose_deployment, classify
 from tests.conftest import MESSAGES
+from tests.waiting import wait_until
 
 EASY = "What is the capital of France?"
 HARD = (
@@ -57,16 +57,19 @@ LARGE_CASES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", SMALL_CASES)
 def test_simple_requests_go_to_the_small_tier(text):
     assert classify(user(text)).tier == "small"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", LARGE_CASES)
 def test_hard_requests_go_to_the_large_tier(text):
     assert classify(user(text)).tier == "large"
 
 
+@pytest.mark.unit
 def test_request_shape_counts_too_long_conversations_output_budgets_and_json():
     assert classify(user("Hi"), max_tokens=4096).tier == "large"
     assert "large max_tokens" in classify(user("Hi"), max_tokens=4096).reason
@@ -82,6 +85,7 @@ def test_request_shape_counts_too_long_conversations_output_budgets_and_json():
     )
 
 
+@pytest.mark.unit
 def test_the_last_user_message_is_the_task_and_content_parts_are_read():
     system = {"role": "system", "content": "Prove everything you say, step by step."}
     assert classify([system, *user(EASY)]).tier == "small"  # the system prompt is not the task
@@ -99,6 +103,7 @@ def test_the_last_user_message_is_the_task_and_content_parts_are_read():
     assert "step-by-step reasoning +2" in classify(user(pasted)).signals  # the tail is read too
 
 
+@pytest.mark.unit
 def test_decisions_explain_themselves_and_do_not_change():
     decision = classify(user(LARGE_CASES[1]))
     assert decision.reason.startswith(f"score {decision.score:g}: code block")
@@ -107,6 +112,7 @@ def test_decisions_explain_themselves_and_do_not_change():
     assert all(classify(user(LARGE_CASES[1])) == decision for _ in range(100))
 
 
+@pytest.mark.unit
 def test_accuracy_on_the_labelled_prompts_stays_above_its_floor():
     rows = load_prompts()
     assert len(rows) >= 200 and {r.label for r in rows} == {"small", "large"}
@@ -119,6 +125,7 @@ def test_accuracy_on_the_labelled_prompts_stays_above_its_floor():
     assert overall.recall("small") >= 0.95 and overall.recall("large") >= 0.87
 
 
+@pytest.mark.unit
 def test_the_accuracy_command_prints_the_figures():
     out = StringIO()
     call_command("tier_accuracy", stdout=out)
@@ -131,6 +138,7 @@ def decision(tier: Tier) -> TierDecision:
     return TierDecision(tier, "score 0: no hard-task signal", 0)
 
 
+@pytest.mark.unit
 def test_a_tier_s_first_deployment_by_name_serves_it_and_the_other_tier_is_the_fallback():
     both = [("zeta", "small"), ("alpha", "small"), ("big", "large"), ("nightly", "batch")]
     route = choose_deployment(decision("small"), both)
@@ -166,6 +174,7 @@ def team(redis_url):
     return actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_auto_resolves_to_the_decided_tier_and_keeps_the_request_unchanged(team):
     fleet.ensure_deployment("small-a", tier="small")
@@ -179,6 +188,7 @@ def test_auto_resolves_to_the_decided_tier_and_keeps_the_request_unchanged(team)
     assert named.tier_route is None and named.headers() == {}
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_auto_only_reaches_allowed_models_and_falls_back_within_them(team):
     fleet.ensure_deployment("small-a", tier="small")
@@ -193,6 +203,7 @@ def test_auto_only_reaches_allowed_models_and_falls_back_within_them(team):
     assert (error.status, error.code) == (403, "model_not_allowed")
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_auto_is_unknown_without_small_or_large_deployments(team):
     fleet.ensure_deployment("nightly", tier="batch")
@@ -203,6 +214,7 @@ def test_auto_is_unknown_without_small_or_large_deployments(team):
     assert [m["id"] for m in model_list(async_to_sync(catalog.all)())] == ["nightly"]
 
 
+@pytest.mark.unit
 @pytest.mark.django_db
 def test_a_deployment_named_auto_is_served_as_itself_and_listed_once(team):
     fleet.ensure_deployment("auto", tier="small")
@@ -244,17 +256,16 @@ def tiered_platform(redis_url):
 
 
 def _wait_until_served(client: openai.OpenAI, model: str) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=1)
-            return
-        except openai.InternalServerError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    wait_until(
+        lambda: client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=1),
+        10,
+        f"the gateway to serve {model} (the scraper publishes its worker)",
+        ignoring=(openai.InternalServerError,),
+        poll_s=0.2,
+    )
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_auto_through_the_live_gateway_reaches_the_right_simulator(tiered_platform):
     client, sims = tiered_platform["client"], tiered_platform["sims"]
@@ -280,8 +291,12 @@ def test_auto_through_the_live_gateway_reaches_the_right_simulator(tiered_platfo
     assert streamed.headers["x-sluice-routed-model"] == "tier-large"
     assert all(chunk.model == "tier-large" for chunk in streamed.parse())
 
-    time.sleep(0.3)  # settlement finishes just after the last chunk
-    ingest("test-consumer")
+    def recorded() -> bool:  # settlement finishes just after the last chunk
+        ingest("test-consumer")
+        ids = [reply.id for reply in replies.values()]
+        return UsageRecord.objects.filter(request_id__in=ids).count() == len(ids)
+
+    wait_until(recorded, 5, "both replies' usage records")
     for tier, reply in replies.items():
         record = UsageRecord.objects.get(request_id=reply.id)
         assert (record.model, record.status) == (f"tier-{tier}", "ok")

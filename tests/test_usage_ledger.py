@@ -19,7 +19,7 @@ from gateway.usage.ledger import (
 )
 from gateway.usage.models import UsageRecord
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.live]
 
 
 def push(team_id: int, count: int) -> list[str]:

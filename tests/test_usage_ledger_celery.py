@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 import redis
@@ -18,8 +17,9 @@ from gateway.accounts import actions
 from gateway.usage.ledger import GROUP, STREAM, UsageEvent, record_usage
 from gateway.usage.models import UsageRecord
 from tests.conftest import REPO_ROOT, child_env
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 EVENTS = 20_000
 CELERY = [sys.executable, "-m", "celery", "-A", "gateway"]
 
@@ -87,26 +87,34 @@ def queue_ingest(env: dict[str, str]) -> None:
     )
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+def running(worker: subprocess.Popen[bytes]) -> bool:
+    """True, or fail at once if the worker has exited (its output is in the test's)."""
+    if worker.poll() is not None:
+        raise AssertionError(f"the Celery worker exited with code {worker.returncode}")
+    return True
 
 
 def kill_while_holding_a_batch(worker: subprocess.Popen[bytes], client: redis.Redis) -> None:
     """SIGKILL the worker at a moment it has committed some batches and holds another it
     has read but not acknowledged (checked with the worker frozen by SIGSTOP)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def caught() -> bool:
+        running(worker)
         os.killpg(worker.pid, signal.SIGSTOP)
         if UsageRecord.objects.exists() and client.xpending(STREAM, GROUP)["pending"] > 0:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(timeout=10)
-            return
+            return True
         os.killpg(worker.pid, signal.SIGCONT)
-        time.sleep(0.01)
-    raise AssertionError("the worker was never caught holding a batch")
+        return False
+
+    wait_until(caught, 60, "the worker to be caught holding a batch", poll_s=0.01)
+
+
+def least_pending_idle_ms(client: redis.Redis) -> int:
+    """How long the most recently delivered pending event has been held, in ms."""
+    pending = client.xpending_range(STREAM, GROUP, min="-", max="+", count=EVENTS)
+    return min(int(entry["time_since_delivered"]) for entry in pending)
 
 
 def test_a_celery_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(redis_url):
@@ -122,15 +130,19 @@ def test_a_celery_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=10)
     recorded_at_kill = UsageRecord.objects.count()
     assert recorded_at_kill > 0
     assert client.xpending(STREAM, GROUP)["pending"] > 0  # it died holding a batch
 
-    time.sleep(1.1)  # the dead consumer's batch becomes reclaimable
+    # The dead consumer's batch becomes reclaimable once idle for USAGE_RECLAIM_IDLE_S.
+    wait_until(
+        lambda: least_pending_idle_ms(client) >= 1000, 10, "the dead consumer's batch to idle 1 s"
+    )
     worker = start_celery_worker(env)
     try:
         queue_ingest(env)
-        wait_for(lambda: client.xlen(STREAM) == 0, 60, "the stream to drain")
+        wait_until(lambda: running(worker) and client.xlen(STREAM) == 0, 60, "the stream to drain")
     finally:
         worker.terminate()
         worker.wait(timeout=10)

@@ -19,7 +19,7 @@ from tests.conftest import REPO_ROOT
 from tests.live import LiveGateway
 from tests.sims import SimProcess
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags chromium phones home, and this machine refuses it noisily.
 CHROMIUM_FLAGS = [

@@ -14,6 +14,7 @@ from foundation.channel_layer import CHANNEL_LAYER_SOCKET_TIMEOUT_S, channel_lay
 IDLE_S = float(os.environ.get("TEST_IDLE_S", "65"))
 
 
+@pytest.mark.unit
 def test_the_channel_layer_socket_timeout_outlasts_the_blocking_pop():
     # A channels-redis that blocks longer than our timeout would bring the 5 s close back.
     assert RedisChannelLayer.brpop_timeout < CHANNEL_LAYER_SOCKET_TIMEOUT_S
@@ -22,6 +23,7 @@ def test_the_channel_layer_socket_timeout_outlasts_the_blocking_pop():
     assert pool.connection_kwargs["socket_timeout"] == CHANNEL_LAYER_SOCKET_TIMEOUT_S
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_a_socket_left_idle_for_a_minute_still_answers(platform):
     events = asyncio.run(_idle_then_chat(platform["gateway"].url, platform["key"]))

@@ -2,6 +2,9 @@
 
 They validate, write the database, then publish the new record to Redis so every gateway
 process sees it within AUTH_PROCESS_CACHE_TTL_S. Views, commands and the admin stay thin.
+Their transactions are not durable: Django's admin saves inside its own transaction, and
+publishing inside ours is the intent (a revocation Redis could not hear rolls back).
+The dashboard's actions, which no caller wraps, are durable.
 """
 
 import logging
@@ -75,6 +78,12 @@ def add_member(
         team=team, user=user, defaults={"role": role}
     )
     return membership
+
+
+def remove_member(team: Team, user: AbstractBaseUser) -> None:
+    """The user leaves the team: their open chat sockets are refused at the next message."""
+    Membership.objects.filter(team=team, user_id=user.pk).delete()
+    logger.info("removed user %s from team %s", user.pk, team.name)
 
 
 def issue_api_key(

@@ -76,3 +76,8 @@ async def _note_used(lookup_id: str) -> None:
     except REDIS_FAILURES:
         # Losing a last-used timestamp must not fail a request that was authenticated.
         logger.warning("could not record last use of API key %s: Redis unreachable", lookup_id)
+
+
+def forget_last_used_notes() -> None:
+    """This process forgets when it last recorded each key's use (a fresh process)."""
+    _last_noted.clear()

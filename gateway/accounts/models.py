@@ -100,7 +100,3 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"sk-sluice-{self.lookup_id}-… ({self.name or 'unnamed'})"
-
-    @property
-    def is_revoked(self) -> bool:
-        return self.revoked_at is not None

@@ -7,7 +7,6 @@ gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 """
 
 import calendar
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -15,9 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import redis.exceptions
-from redis.asyncio import Redis
-
+from foundation.lua import LuaScript
 from foundation.redis_clients import REDIS_FAILURES, async_redis
 from gateway.accounts.records import QuotaLimits
 
@@ -87,23 +84,8 @@ class Reservation:
     state: RateLimitState
 
 
-class _Script:
-    """A Lua script run by SHA, loaded on first NOSCRIPT (e.g. after a Redis restart)."""
-
-    def __init__(self, filename: str) -> None:
-        self.source = (_LUA_DIR / filename).read_text()
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()  # noqa: S324 - Redis's id
-
-    async def run(self, client: Redis, keys: list[str], args: list[int | str]) -> Any:
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-
-
-_ADMIT = _Script("admit.lua")
-_RECONCILE = _Script("reconcile.lua")
+_ADMIT = LuaScript(_LUA_DIR / "admit.lua")
+_RECONCILE = LuaScript(_LUA_DIR / "reconcile.lua")
 
 
 def team_counter_keys(team_id: int, month: str) -> dict[str, str]:

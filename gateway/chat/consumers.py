@@ -108,6 +108,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 async for chunk in run.stream():
                     await self._relay(request_id, chunk)
             except DOMAIN_ERRORS as exc:
+                self.streaming = False  # settles on the way out; the client may go on
                 await self._error(api_error(exc), request_id)
                 return
             except asyncio.CancelledError:

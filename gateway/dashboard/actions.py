@@ -44,11 +44,8 @@ class NothingChanged(Exception):
 def current_cache_values(team: Team | None) -> dict[str, Any]:
     """The values in force for this scope, as policy_for_team resolves them: the team's
     own row, else the global row, else the settings' defaults."""
-    rows = CachePolicy.objects.all()
-    row = rows.filter(team=team).first() if team is not None else None
-    row = row or rows.filter(team__isnull=True).first()
-    source: Any = row if row is not None else cache_policy.default_settings()
-    return {name: getattr(source, name) for name in cache_policy.POLICY_FIELDS}
+    in_force = cache_policy.effective_policy(team.pk if team is not None else None)
+    return {name: getattr(in_force, name) for name in cache_policy.POLICY_FIELDS}
 
 
 def _diff(old: dict[str, Any], changes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -58,7 +55,7 @@ def _diff(old: dict[str, Any], changes: dict[str, Any]) -> tuple[dict[str, Any],
     return {k: old.get(k) for k in changed}, changed
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def change_cache_policy(
     user: User | None,
     team: Team | None,
@@ -80,7 +77,7 @@ def autoscale_values(row: AutoscalePolicy) -> dict[str, Any]:
     return {name: getattr(row, name) for name in AUTOSCALE_FIELDS}
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def change_autoscale_policy(
     user: User | None,
     deployment: ModelDeployment,

@@ -142,11 +142,6 @@ class FleetSample(models.Model):
     def __str__(self) -> str:
         return f"fleet of {self.deployment_id} at {self.bucket:%Y-%m-%d %H:%M}"
 
-    @property
-    def billed_workers(self) -> int:
-        """Every worker holding a GPU: all but the dead."""
-        return self.starting + self.warm + self.ready + self.draining
-
 
 class FleetHour(models.Model):
     """Fleet samples of one deployment summed over an hour: each state column holds

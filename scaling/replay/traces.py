@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TRACES_DIR = Path(__file__).resolve().parent / "traces"
+TRACES_DIR = Path(__file__).resolve().parent / "data"
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Which worker gets a request: filter, then score, then pick.
 
 A router is three kinds of small parts, each with one base class here and its concrete
-kinds in routing_policies.py (the shape of llm-d's scheduler):
+kinds one per module in filters/, scorers/ and pickers/, put together by policies.py
+(the shape of llm-d's scheduler):
 
 - a Filter says yes or no to one worker (healthy? below its in-flight limit?);
 - a Scorer rates every candidate left from 0 (worst) to 1 (best) on one concern (load,
@@ -14,7 +15,6 @@ round-robin position, where sessions went), so each gateway process holds one pe
 """
 
 import math
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -98,21 +98,6 @@ class Picker:
         self, workers: Sequence[WorkerView], totals: Sequence[float], request: RouteContext
     ) -> WorkerView:
         raise NotImplementedError
-
-
-class BestScore(Picker):
-    """The highest total; equal totals are broken at random, so equally good workers share
-    the traffic instead of the first in the list taking it all."""
-
-    def __init__(self, rng: random.Random | None = None) -> None:
-        self.rng = rng or random.Random()
-
-    def pick(
-        self, workers: Sequence[WorkerView], totals: Sequence[float], request: RouteContext
-    ) -> WorkerView:
-        best = max(totals)
-        tied = [w for w, total in zip(workers, totals, strict=True) if total >= best - 1e-9]
-        return tied[0] if len(tied) == 1 else self.rng.choice(tied)
 
 
 @dataclass

@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--start-at", type=float, required=True)
     options = parser.parse_args()
+    # Every burst process starts at the same wall-clock moment, so their admissions race.
     time.sleep(max(options.start_at - time.time(), 0))
     print(json.dumps(asyncio.run(burst(options.team, options.rpm, options.count))), flush=True)
 

@@ -20,7 +20,7 @@ async def watch(raw_key: str) -> None:
         except AuthenticationFailed as exc:
             print(f"rejected {time.time():.3f} {exc}", flush=True)
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the watch's resolution: it reports when the key stopped
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from caching import stats
 from caching.actions import update_cache_policy
 from caching.models import CachePolicy
-from caching.policy import POLICY_FIELDS, default_settings, settings_from_row
+from caching.policy import POLICY_FIELDS, effective_policy
 from foundation.redis_clients import REDIS_FAILURES
 from gateway.accounts.api.authentication import ServiceUnavailable
 from gateway.accounts.api.views import team_for_admin
@@ -49,8 +49,4 @@ class TeamCacheView(APIView):
 
     @staticmethod
     def _effective(team_id: int) -> dict[str, object]:
-        row = (
-            CachePolicy.objects.filter(team_id=team_id).first()
-            or CachePolicy.objects.filter(team__isnull=True).first()
-        )
-        return asdict(settings_from_row(row) if row else default_settings())
+        return asdict(effective_policy(team_id))

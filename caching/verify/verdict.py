@@ -1,0 +1,73 @@
+"""Second opinion on a semantic cache match: reject the near-misses embeddings confuse.
+
+A sentence embedding (all-MiniLM-L6-v2 here) pools meaning over the whole sentence, so one
+small word that flips the answer barely moves the vector: "Cancel my subscription" and
+"Don't cancel my subscription" score 0.967. The same goes for a changed number, date or
+name, an opposite ("increase"/"decrease") or swapped roles ("USD to EUR"/"EUR to USD").
+A cached answer to one is a wrong answer to the other, so a candidate above the cosine
+threshold must also pass `verify`, which rejects the pair when the two texts differ in:
+
+- negation: the number of negators (not, never, without, nobody, n't...);
+- numbers: values ("5" == "five", "twice" == "two times", "two dozen" == 24) and units
+  (kg vs lb, tablespoon vs teaspoon);
+- dates: months, weekdays, years, times (5pm == 17:00), today/tomorrow, next/last week;
+- entities: words capitalised mid-sentence or acronyms in either text, compared in lower
+  case, so "France" matches "france" but not "Spain";
+- antonyms: a listed opposite, or an un-/dis- prefix, on one side only;
+- roles: a word after from/to/than/by on one side bound differently on the other ("from
+  Paris to London" vs "from London to Paris"), or names/numbers in swapped order not
+  joined by and/or/vs ("Alice owes Bob" vs "Bob owes Alice").
+
+It does not catch changed lower-case nouns ("ibuprofen" vs "paracetamol", an all-lower-case
+"france" vs "spain"), role swaps without a direction word or name ("can dogs eat cat food"
+vs "can cats eat dog food"), opposites not in its list ("zoom in" vs "zoom out") or
+symbols ("2 + 2" vs "2 - 2"). It also turns down some true paraphrases ("Go" vs "Golang",
+"keep it" vs "without deleting it"): a false rejection costs a cache miss, a false
+acceptance a wrong answer. Pure and stateless: nothing is cached between calls.
+"""
+
+from dataclasses import dataclass
+
+from caching.verify.antonyms import opposed
+from caching.verify.features import analyze
+from caching.verify.roles import swapped
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    reason: str  # "ok" or the failed check: negation, numbers, dates, entities, roles, antonyms
+
+
+_OK = Verdict(True, "ok")
+# Names and numbers compared pairwise for swapped roles; past this, a candidate is turned
+# down (counted by reason) rather than spending the event loop on a pair check per pair.
+MAX_ANCHORS = 32
+
+
+def verify(query: str, candidate: str) -> Verdict:
+    """Accept `candidate` (an earlier question whose answer is cached) for `query` only if
+    the two agree on negation, numbers, dates, names, opposites and roles."""
+    q, c = analyze(query), analyze(candidate)
+    if q.negations != c.negations:
+        return Verdict(False, "negation")
+    numbers = {w for w in q.seq if w[0] in "=#"}
+    # units only when both name some: a unit on one side is often the answer's ("how many
+    # liters of water a day" asks what "how much water a day" does)
+    if numbers != {w for w in c.seq if w[0] in "=#"} or (
+        q.units and c.units and q.units != c.units
+    ):
+        return Verdict(False, "numbers")
+    if q.dates != c.dates:
+        return Verdict(False, "dates")
+    names = q.caps | c.caps  # capitalised on either side: "France" matches "france"
+    entities = {w for w in q.seq if w in names}
+    if entities != {w for w in c.seq if w in names}:
+        return Verdict(False, "entities")
+    if opposed(set(q.seq), set(c.seq)):
+        return Verdict(False, "antonyms")
+    if len(entities | numbers) > MAX_ANCHORS:
+        return Verdict(False, "too_many_anchors")  # a list, not a question: not worth a check
+    if swapped(q.seq, c.seq, entities | numbers):
+        return Verdict(False, "roles")
+    return _OK

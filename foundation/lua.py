@@ -1,0 +1,28 @@
+"""The one way Lua scripts reach Redis: loaded from files, run by SHA, reloaded on NOSCRIPT.
+
+Quota admission (gateway/accounts/lua/) and cache eviction (caching/lua/) each keep their
+scripts beside their code; both run them through LuaScript, so a Redis restart (which
+forgets loaded scripts) costs one extra round trip, never an error.
+"""
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import redis.exceptions
+from redis.asyncio import Redis
+
+
+class LuaScript:
+    def __init__(self, *files: Path) -> None:
+        """One script from one or more files, joined in order (shared helpers first)."""
+        self.source = "\n".join(path.read_text() for path in files)
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()  # noqa: S324 - Redis's id
+
+    async def run(self, client: Redis, keys: Sequence[str], args: Sequence[int | str]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
