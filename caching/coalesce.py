@@ -12,6 +12,11 @@ cancelled, which cancels the worker's request, as for any abandoned request.
 Scope: one gateway process (one event loop). With GATEWAY_PROCESSES=N, identical requests
 spread over N processes cause at most N generations; the exact cache catches what comes
 after the first finishes.
+
+Billing: the generation is billed once, in full, to the request that started it (the
+others are billed nothing). If that request leaves while others still read, its
+settlement waits for the generation to end and bills all of it: leaving early cannot
+make a shared generation cheaper.
 """
 
 import asyncio
@@ -33,6 +38,7 @@ class SharedGeneration:
         self.done = False
         self.error: BaseException | None = None
         self.readers = 0
+        self.finished = asyncio.Event()  # set once the upstream has ended, however it ended
         self._changed = asyncio.Event()
         self._registry = registry
         self._task = asyncio.get_running_loop().create_task(self._pump(source))
@@ -50,6 +56,7 @@ class SharedGeneration:
             if self._registry.get(self.key) is self:
                 del self._registry[self.key]
             self._wake()
+            self.finished.set()
 
     def _wake(self) -> None:
         self._changed.set()
@@ -89,6 +96,3 @@ class Coalescer:
         shared = SharedGeneration(key, start(), self._running)
         self._running[key] = shared
         return shared, True
-
-    def in_flight(self) -> int:
-        return len(self._running)

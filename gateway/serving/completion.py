@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from caching import exact
-from caching.coalesce import Coalescer, Item
+from caching.coalesce import Coalescer, Item, SharedGeneration
 from caching.outcome import Outcome
 from caching.responses import CachePlan
 from gateway.accounts.quotas import Reservation
@@ -31,9 +31,10 @@ from scaling.routing.streaming import stream_completion
 
 Chunk = dict[str, Any]
 # One per process: the dispatcher's in-flight counts and the coalescer's shared generations
-# are this process's view (gateway/serving/state.py resets them between tests).
+# are this process's view.
 dispatcher = Dispatcher()
 coalescer = Coalescer()
+_background: set["asyncio.Task[None]"] = set()  # settlements waiting for a shared generation
 
 
 class Completion:
@@ -64,6 +65,7 @@ class Completion:
         self.ttft_s: float | None = None
         self.status = "cancelled"  # until the stream ends one way or the other
         self.settled = False
+        self.shared: SharedGeneration | None = None  # set when this request leads one
         self._source: AsyncGenerator[Chunk, None] | None = None
         self._first: Chunk | None = None
 
@@ -104,6 +106,25 @@ class Completion:
         self.settled = True
         if self._source is not None:
             await self._source.aclose()  # a client gone mid-stream: stop the worker first
+        if self.shared is not None and not self.shared.done:
+            # This request started a generation others still read, then left: bill all of it
+            # once it ends, in the background (the leaver is not kept waiting).
+            task = asyncio.get_running_loop().create_task(self._settle_when_shared_ends())
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+            return
+        await self._settle_after(self.shared)
+
+    async def _settle_when_shared_ends(self) -> None:
+        assert self.shared is not None
+        await self.shared.finished.wait()
+        await self._settle_after(self.shared)
+
+    async def _settle_after(self, shared: SharedGeneration | None) -> None:
+        if shared is not None:  # count what the generation made, not what this reader saw
+            self.usage, self.chunks_with_text, self.text = None, 0, []
+            for worker_url, chunk in shared.items:
+                self._observe(worker_url, chunk)
         await settlement.settle(self)
 
     async def __aenter__(self) -> "Completion":
@@ -149,7 +170,9 @@ class Completion:
         source = self._routed()
         if settings.CACHE_COALESCE_ENABLED and self.cache.result == Outcome.MISS and self.cache.key:
             shared, leader = coalescer.join(self.cache.key, lambda: source)
-            if not leader:
+            if leader:
+                self.shared = shared
+            else:
                 await source.aclose()  # never started: nothing reached the worker
                 self.coalesced = True
             source = shared.read()

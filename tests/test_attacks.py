@@ -1,0 +1,190 @@
+"""Attacks one tenant could make on the platform, each against a live gateway
+(docs/security.md lists them with what stops them)."""
+
+import asyncio
+import http.client
+import json
+import threading
+import time
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from gateway.accounts import actions
+from gateway.accounts.models import Team
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
+from tests.conftest import live_platform
+from tests.sims import SimProcess
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+MESSAGES: list[Any] = [{"role": "user", "content": "Recite the alphabet slowly."}]
+
+
+@pytest.fixture
+def paced_platform(redis_url):
+    """A worker whose reply takes about two seconds: long enough to join it and leave it."""
+    sim = SimProcess(model="sim-upstream", fixed_ttft_ms=200, fixed_itl_ms=30)
+    try:
+        yield from live_platform(redis_url, sim, requests_per_minute=1000)
+    finally:
+        sim.stop()
+
+
+def _start_and_leave(
+    platform: dict[str, Any], body: dict[str, Any], joined: threading.Event
+) -> None:
+    """Start the generation, read its first chunk, wait for the follower, then hang up."""
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
+    headers = {"Authorization": f"Bearer {platform['key']}", "Content-Type": "application/json"}
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.fp is not None
+    while not response.fp.readline().startswith(b"data:"):
+        pass  # until the first chunk: the generation is running
+    joined.wait(timeout=10)
+    connection.close()
+
+
+def test_leaving_a_coalesced_generation_does_not_make_it_free(paced_platform):
+    """Caller A starts a long deterministic generation, B asks the same and shares it, A
+    hangs up: the team must still be billed the whole generation, exactly once."""
+    platform = paced_platform
+    body = {
+        "model": "small-model",
+        "messages": MESSAGES,
+        "temperature": 0,
+        "max_tokens": 60,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    joined = threading.Event()
+    leaver = threading.Thread(target=_start_and_leave, args=(platform, body, joined))
+    leaver.start()
+    time.sleep(0.5)  # part of the attack: B arrives while A's generation is under way
+    follower = openai.OpenAI(
+        base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
+    )
+    stream = follower.chat.completions.with_raw_response.create(
+        model="small-model",
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=60,
+        extra_body={"ignore_eos": True},
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    assert stream.headers.get("x-sluice-coalesced") == "true"
+    joined.set()  # A hangs up now, mid-generation
+    chunks = list(stream.parse())
+    leaver.join(timeout=30)
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens == 60  # B got the whole reply
+
+    deadline = time.monotonic() + 10
+    while True:  # A's settlement waits for the shared generation to end
+        ingest("test-consumer")
+        records = list(UsageRecord.objects.all().order_by("created_at"))
+        if any(r.cache_result == "miss" for r in records):
+            break
+        assert time.monotonic() < deadline, "the first caller's request was never settled"
+        time.sleep(0.1)
+    billed = [(r.cache_result, r.prompt_tokens, r.completion_tokens) for r in records[1:]]
+    # records[0] is the platform fixture's warm-up request.
+    assert sorted(billed) == [
+        ("coalesced", 0, 0),
+        ("miss", usage.prompt_tokens, usage.completion_tokens),
+    ]
+
+
+def test_a_member_removed_from_the_team_is_refused_on_an_open_socket(platform):
+    """Authorization is read for every message, not once at connect: a web user taken out of
+    their team stops being served within two seconds, without reconnecting."""
+    team = Team.objects.get(pk=platform["team"].pk)
+    user = get_user_model().objects.create_user("mallory", password="a-long-password-1")
+    actions.add_member(team, user)
+    browser = Client()
+    browser.force_login(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    url = platform["gateway"].url
+
+    async def chat(socket: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+        await socket.send_json(
+            {
+                "type": "chat",
+                "model": "small-model",
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": "Hi"}],
+            }
+        )
+        event: dict[str, Any] = await socket.receive_json(timeout=10)
+        while event["type"] not in ("done", "error"):
+            event = await socket.receive_json(timeout=10)
+        return event
+
+    async def scenario() -> tuple[str, dict[str, Any], float]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(
+                url.replace("http://", "ws://") + "/ws/chat/",
+                headers={"Origin": url, "Cookie": cookie},
+            ) as socket,
+        ):
+            first = (await chat(socket))["type"]
+            await asyncio.to_thread(actions.remove_member, team, user)
+            removed_at = time.monotonic()
+            while True:
+                event = await chat(socket)
+                if event["type"] == "error" or time.monotonic() - removed_at > 5:
+                    return first, event, time.monotonic() - removed_at
+
+    first, refused, after_s = asyncio.run(scenario())
+    assert first == "done"
+    assert refused["type"] == "error" and refused["error"]["code"] == "unauthenticated"
+    assert after_s < 2.0
+
+
+def _healthz_latencies(port: int, stop: threading.Event, seen: list[float]) -> None:
+    while not stop.is_set():
+        started = time.monotonic()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+        seen.append(time.monotonic() - started)
+        time.sleep(0.02)  # pacing the probe, not synchronisation
+
+
+def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platform):
+    """Hundreds of numbers in a question, asked twice with a trailing space (the exact key
+    differs, the semantic candidate matches at 1.0): verification used to be cubic in
+    them, on the event loop. Other requests on the process must keep being answered."""
+    client, port = platform["client"], platform["gateway"].port
+    long_list = " ".join(str(n) for n in range(800))  # ~3 KB: past the semantic window
+    short_list = " ".join(str(n) for n in range(240))[:999]  # within it: verified
+    stop, latencies = threading.Event(), list[float]()
+    probe = threading.Thread(target=_healthz_latencies, args=(port, stop, latencies))
+    probe.start()
+    try:
+        for question in (long_list, long_list + " ", short_list, short_list + " "):
+            raw = client.chat.completions.with_raw_response.create(
+                model="small-model",
+                messages=[{"role": "user", "content": question}],
+                temperature=0,
+                max_tokens=2,
+            )
+            assert raw.headers["x-sluice-cache"] == "miss"  # neither is answered by the other
+    finally:
+        stop.set()
+        probe.join(timeout=10)
+    assert latencies and max(latencies) < 0.1, f"/healthz took {[round(x, 3) for x in latencies]} s"
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/metrics")
+    metrics_text = connection.getresponse().read().decode()
+    assert 'sluice_cache_semantic_skips_total{reason="too_long"} 2.0' in metrics_text
+    assert 'sluice_cache_semantic_rejections_total{reason="too_many_anchors"} 1.0' in metrics_text
