@@ -8,6 +8,7 @@ that starts answering while `starting` is promoted to `ready`.
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -34,17 +35,32 @@ class HealthTrack:
     ttft: tuple[float | None, float | None] = (None, None)
 
 
-def _live_workers() -> list[Worker]:
-    return list(Worker.objects.select_related("deployment").exclude(state=Worker.State.DEAD))
+HealthCallback = Callable[[Worker, bool], None]
 
 
 class Scraper:
-    def __init__(self, timeout_s: float = 0.8) -> None:
+    """Scrapes every live worker (or one deployment's, `deployment_id`); `on_health` is told
+    each worker's reading (True: it answered), for callers that time readiness."""
+
+    def __init__(
+        self,
+        timeout_s: float = 0.8,
+        deployment_id: int | None = None,
+        on_health: HealthCallback | None = None,
+    ) -> None:
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.tracks: dict[int, HealthTrack] = {}
+        self.deployment_id = deployment_id
+        self.on_health = on_health
+
+    def live_workers(self) -> list[Worker]:
+        workers = Worker.objects.select_related("deployment").exclude(state=Worker.State.DEAD)
+        if self.deployment_id is not None:
+            workers = workers.filter(deployment_id=self.deployment_id)
+        return list(workers)
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> list[WorkerView]:
-        workers = await sync_to_async(_live_workers)()
+        workers = await sync_to_async(self.live_workers)()
         views = await asyncio.gather(*(self._scrape(session, w) for w in workers))
         await self._publish(views)
         return views
@@ -61,6 +77,8 @@ class Scraper:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"
         await self._update_health(worker, track, ok=reading is not None, error=error)
+        if self.on_health is not None:
+            self.on_health(worker, reading is not None)
         if reading is not None:
             delta = bucket_delta(reading.ttft_buckets, track.ttft_buckets)
             if sum(delta.values()) > 0:

@@ -6,19 +6,14 @@ start-up time) and write down each replica's life (started, first healthy, stopp
 is what the report bills as GPU-seconds and measures as start-up time.
 """
 
-import asyncio
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
-import aiohttp
-from asgiref.sync import sync_to_async
-
 from inference import fleet
 from inference.models import ModelDeployment, Worker
-from inference.scraper import HealthTrack, Scraper
-from inference.snapshot import WorkerView
+from inference.scraper import Scraper
 from scaling.autoscale.actuators.base import Replica
 from scaling.autoscale.actuators.local import LocalProcessActuator
 from scaling.replay.live.options import FIXED, LiveOptions
@@ -115,31 +110,13 @@ class ReplayActuator(LocalProcessActuator):
             del self.processes[url]
 
 
-class ReplayScraper(Scraper):
+def replay_scraper(deployment_id: int, lives: dict[str, ReplicaLife]) -> Scraper:
     """The production scraper, over this replay's deployment only (a shared database may
     hold other deployments' workers), noting when each worker first answered."""
 
-    def __init__(self, deployment_id: int, lives: dict[str, ReplicaLife]) -> None:
-        super().__init__()
-        self.deployment_id, self.lives = deployment_id, lives
-
-    def _workers(self) -> list[Worker]:
-        return list(
-            Worker.objects.select_related("deployment")
-            .filter(deployment_id=self.deployment_id)
-            .exclude(state=Worker.State.DEAD)
-        )
-
-    async def scrape_once(self, session: aiohttp.ClientSession) -> list[WorkerView]:
-        workers = await sync_to_async(self._workers)()
-        views = list(await asyncio.gather(*(self._scrape(session, w) for w in workers)))
-        await self._publish(views)
-        return views
-
-    async def _update_health(
-        self, worker: Worker, track: HealthTrack, ok: bool, error: str
-    ) -> None:
-        await super()._update_health(worker, track, ok, error)
-        life = self.lives.get(worker.url)
+    def note_ready(worker: Worker, ok: bool) -> None:
+        life = lives.get(worker.url)
         if ok and life is not None and life.ready is None:
             life.ready = time.monotonic()
+
+    return Scraper(deployment_id=deployment_id, on_health=note_ready)

@@ -39,6 +39,7 @@ from django.db import connections
 from foundation.redis_clients import reset_clients, sync_redis
 from inference.client import close_http_session
 from inference.models import ModelDeployment, Worker
+from inference.scraper import Scraper
 from inference.snapshot import SNAPSHOT_KEY, FleetView
 from scaling.autoscale.decide import needed
 from scaling.autoscale.history import buckets_key, samples_key
@@ -49,7 +50,7 @@ from scaling.replay.live.clock import TimeScale
 from scaling.replay.live.driver import LoadDriver
 from scaling.replay.live.load import fit_rate_scale
 from scaling.replay.live.options import LiveOptions, LiveReplayError
-from scaling.replay.live.processes import ReplayActuator, ReplayScraper
+from scaling.replay.live.processes import ReplayActuator, replay_scraper
 from scaling.replay.live.report import LiveResult, live_result
 from scaling.replay.live.settings_override import settings_overridden
 from scaling.replay.traces import Demand
@@ -181,7 +182,7 @@ class LiveReplay:
         in_flight: set[asyncio.Task[None]] = set()
         try:
             async with aiohttp.ClientSession() as session:
-                scraper = ReplayScraper(deployment.pk, self.actuator.lives)
+                scraper = replay_scraper(deployment.pk, self.actuator.lives)
                 background.append(asyncio.create_task(self._scrape_forever(scraper, session)))
                 await self._initial_fleet(deployment)
                 autoscaler = self._loop()
@@ -214,7 +215,7 @@ class LiveReplay:
         )
         return autoscaler
 
-    async def _scrape_forever(self, scraper: ReplayScraper, session: aiohttp.ClientSession) -> None:
+    async def _scrape_forever(self, scraper: Scraper, session: aiohttp.ClientSession) -> None:
         interval = self.scale.scrape_s
         while True:
             started = time.monotonic()
