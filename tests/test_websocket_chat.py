@@ -224,3 +224,37 @@ def test_a_repeated_deterministic_chat_is_answered_from_the_cache(api_key, sim):
     assert (second[1]["cache"], second[0]) == ("hit-exact", first[0])
     assert (paraphrased[1]["cache"], paraphrased[0]) == ("hit-semantic", first[0])
     assert unchanged  # neither reached the worker
+
+
+@pytest.mark.live
+def test_a_message_over_the_body_limit_is_refused_and_the_socket_closed(api_key, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
+
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_to(text_data='{"type": "chat", "pad": "' + "x" * 4096 + '"}')
+        refused = await socket.receive_json_from(timeout=5)
+        closed = await socket.receive_output(timeout=5)
+        await close_http_session()
+        return refused, closed
+
+    refused, closed = asyncio.run(scenario())
+    assert refused["error"]["code"] == "request_too_large"
+    assert closed == {"type": "websocket.close", "code": 1009}
+
+
+@pytest.mark.live
+def test_a_message_that_is_not_json_gets_an_error_and_the_socket_stays_open(api_key):
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_to(text_data="{not json")
+        refused = await socket.receive_json_from(timeout=5)
+        await socket.send_json_to({**HELLO, "max_tokens": 2})
+        events = [await socket.receive_json_from(timeout=10) for _ in range(3)]
+        await socket.disconnect()
+        await close_http_session()
+        return refused, events
+
+    refused, events = asyncio.run(scenario())
+    assert refused["error"]["code"] == "invalid_request"
+    assert [e["type"] for e in events] == ["delta", "delta", "done"]

@@ -8,11 +8,13 @@ the same table, so a fault has the same code here as over HTTP.
 """
 
 import asyncio
+import json
 import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from caching.exact import CacheDirectives
 from foundation.redis_clients import RedisUnavailable
@@ -32,6 +34,10 @@ from inference.chat_request import chat_request_from
 logger = logging.getLogger(__name__)
 
 
+def _not_json(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     credential: Credential
     generation: "asyncio.Task[None] | None"
@@ -46,6 +52,23 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.accept()
         if logged_in:
             await self._send_quota()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The HTTP body limit holds here too: a larger message is refused and the socket
+        closed (1009, "message too big") before any of it is parsed."""
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            message = f"Messages are limited to {limit} bytes."
+            await self._error(ApiError(413, message, "request_too_large"))
+            await self.close(code=1009)
+            return
+        try:
+            content = json.loads(text_data or "", parse_constant=_not_json)
+        except (ValueError, UnicodeDecodeError):
+            await self._error(ApiError(400, "Messages are JSON text frames.", "invalid_request"))
+            return
+        await self.receive_json(content)
 
     async def disconnect(self, code: int) -> None:
         if self.generation is not None:
