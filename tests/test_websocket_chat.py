@@ -258,3 +258,21 @@ def test_a_message_that_is_not_json_gets_an_error_and_the_socket_stays_open(api_
     refused, events = asyncio.run(scenario())
     assert refused["error"]["code"] == "invalid_request"
     assert [e["type"] for e in events] == ["delta", "delta", "done"]
+
+
+@pytest.mark.live
+def test_a_socket_guessing_keys_is_closed_after_five_failures(api_key):
+    async def scenario():
+        socket = await connected(None)
+        codes = []
+        for guess in range(5):
+            await socket.send_json_to({"type": "auth", "api_key": f"sk-sluice-guess{guess}"})
+            codes.append((await socket.receive_json_from(timeout=5))["error"]["code"])
+        last = await socket.receive_json_from(timeout=5)
+        closed = await socket.receive_output(timeout=5)
+        return codes, last, closed
+
+    codes, last, closed = asyncio.run(scenario())
+    assert codes == ["invalid_api_key"] * 5
+    assert last["error"]["code"] == "too_many_failed_authentications"
+    assert closed == {"type": "websocket.close", "code": 4429}

@@ -34,6 +34,11 @@ from inference.chat_request import chat_request_from
 logger = logging.getLogger(__name__)
 
 
+# A socket may guess keys only this often before it is closed: guessing must cost a new
+# connection (and a new TLS handshake in production) per few tries.
+MAX_FAILED_AUTHS = 5
+
+
 def _not_json(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
@@ -42,6 +47,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     credential: Credential
     generation: "asyncio.Task[None] | None"
     streaming: bool  # a reply is on its way; "done" clears it, before the quota follows
+    failed_auths: int
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -49,6 +55,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.credential = SessionUserCredential(int(user.pk)) if logged_in else NoCredential()
         self.generation = None
         self.streaming = False
+        self.failed_auths = 0
         await self.accept()
         if logged_in:
             await self._send_quota()
@@ -93,6 +100,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await credential.authorize()
         except DOMAIN_ERRORS as exc:
             await self._error(api_error(exc))
+            self.failed_auths += 1
+            if self.failed_auths >= MAX_FAILED_AUTHS:
+                message = f"{MAX_FAILED_AUTHS} failed authentications: connect again to retry."
+                await self._error(ApiError(429, message, "too_many_failed_authentications"))
+                await self.close(code=4429)
             return
         self.credential = credential
         await self.send_json({"type": "ready"})
