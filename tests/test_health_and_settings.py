@@ -81,3 +81,12 @@ def test_metrics_can_require_a_bearer_token(settings):
     allowed = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
     assert allowed.status_code == 200
     assert b"sluice_queue_length" in allowed.content
+
+
+@pytest.mark.unit
+def test_metrics_without_a_token_are_for_this_host_only(settings):
+    settings.METRICS_BEARER_TOKEN = ""
+    assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 200
+    assert Client(REMOTE_ADDR="::1").get("/metrics").status_code == 200
+    refused = Client(REMOTE_ADDR="203.0.113.9").get("/metrics")
+    assert refused.status_code == 403 and b"METRICS_BEARER_TOKEN" in refused.content

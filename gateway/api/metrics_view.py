@@ -5,6 +5,7 @@ METRICS_BEARER_TOKEN to require a token (worker addresses are internal informati
 """
 
 import hmac
+import ipaddress
 from collections.abc import Iterator
 
 from django.conf import settings
@@ -36,8 +37,24 @@ class DispatcherCollector(Collector):
 registry.register(DispatcherCollector())
 
 
+def _from_loopback(request: HttpRequest) -> bool:
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR") or "").is_loopback
+    except ValueError:
+        return False
+
+
 async def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text. Without METRICS_BEARER_TOKEN only this host may read it: the
+    figures name teams' models, workers and traffic."""
     token: str = settings.METRICS_BEARER_TOKEN
+    if not token and not _from_loopback(request):
+        return HttpResponse(
+            "metrics are served to this host only; set METRICS_BEARER_TOKEN to scrape them "
+            "from elsewhere\n",
+            status=403,
+            content_type="text/plain",
+        )
     if token:
         sent = request.headers.get("Authorization", "")
         if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
