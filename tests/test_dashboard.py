@@ -25,6 +25,7 @@ from gateway.dashboard.periods import period
 from gateway.usage.models import UsageRecord
 from inference import fleet
 from scaling.models import AutoscalePolicy
+from tests.staff import tuning_staff
 
 NOW = datetime(2026, 3, 14, 12, 30, 20, tzinfo=UTC)
 PAGES = ["overview", "costs", "costs_csv", "teams", "fleet", "tuning"]
@@ -33,7 +34,7 @@ PAGES = ["overview", "costs", "costs_csv", "teams", "fleet", "tuning"]
 @pytest.fixture
 def staff_client() -> Client:
     client = Client()
-    client.force_login(get_user_model().objects.create_user("ops", is_staff=True))
+    client.force_login(tuning_staff())
     return client
 
 
@@ -310,3 +311,16 @@ def test_requests_refused_by_a_quota_show_on_the_teams_page(staff_client: Client
     assert usage[team.pk].rejected == {"requests_per_minute": 2}
     page = staff_client.get(reverse("dashboard:teams")).content.decode()
     assert "refused by a quota" in page and "requests_per_minute" in page
+
+
+@pytest.mark.unit
+@pytest.mark.django_db
+def test_staff_without_the_change_permission_read_tuning_but_cannot_change_it() -> None:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("viewer", is_staff=True))
+    assert client.get(reverse("dashboard:tuning")).status_code == 200
+    form = {"form": "cache", "team": "", **actions.current_cache_values(None)}
+    form["similarity_threshold"] = 0.97
+    assert client.post(reverse("dashboard:tuning"), form).status_code == 403
+    assert actions.current_cache_values(None)["similarity_threshold"] != 0.97
+    assert not TuningChange.objects.exists()

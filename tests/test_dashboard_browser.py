@@ -10,7 +10,6 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import Browser, sync_playwright
 
@@ -20,6 +19,7 @@ from gateway.dashboard.fleet_sampling import record_fleet_sample
 from gateway.usage.models import UsageRecord
 from inference import fleet
 from scaling.models import ScalingDecision
+from tests.staff import tuning_staff
 from tests.test_web_chat_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS
 
 # The live server shares the database.
@@ -72,7 +72,7 @@ def _traffic() -> None:
 def session_cookie(live_server: object) -> str:
     _traffic()
     client = Client()
-    client.force_login(get_user_model().objects.create_user("ops", is_staff=True))
+    client.force_login(tuning_staff())
     return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 

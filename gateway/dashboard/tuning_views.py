@@ -7,7 +7,7 @@ from typing import Any, cast
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -45,6 +45,17 @@ def _autoscale_instance(deployment: ModelDeployment | None) -> AutoscalePolicy |
     )
 
 
+# Staff read the tuning page; changing a policy takes the model's change permission, as in
+# the admin (superusers have every permission).
+CACHE_PERMISSION = "caching.change_cachepolicy"
+AUTOSCALE_PERMISSION = "scaling.change_autoscalepolicy"
+
+
+def require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied(f"Changing this policy needs the permission {permission}.")
+
+
 def staff_user(request: HttpRequest) -> User:
     """The logged-in staff user (the decorators have already turned everyone else away)."""
     return cast(User, request.user)
@@ -63,12 +74,14 @@ def tuning(request: HttpRequest) -> HttpResponse:
         if cache_form.is_valid():
             effect = _threshold_effect(team, cache_form)
     elif request.method == "POST" and which == "cache":
+        require(request, CACHE_PERMISSION)
         cache_form = CachePolicyForm(request.POST)
         if cache_form.is_valid() and _apply(
             request, cache_form, lambda values: actions.change_cache_policy(user, team, values)
         ):
             return _back(team, deployment)
     elif request.method == "POST" and which == "autoscale" and instance and deployment:
+        require(request, AUTOSCALE_PERMISSION)
         autoscale_form = AutoscalePolicyForm(request.POST, instance=instance)
         if autoscale_form.is_valid() and _apply(
             request,
@@ -135,6 +148,8 @@ def _back(team: Team | None, deployment: ModelDeployment | None) -> HttpResponse
 @staff_member_required
 def revert(request: HttpRequest, pk: int) -> HttpResponse:
     change = get_object_or_404(TuningChange, pk=pk)
+    cache = change.target == TuningChange.Target.CACHE
+    require(request, CACHE_PERMISSION if cache else AUTOSCALE_PERMISSION)
     try:
         actions.revert(staff_user(request), change)
     except actions.NothingChanged:
