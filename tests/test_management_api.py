@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
@@ -186,3 +188,47 @@ def test_usage_reports_what_admission_counted(admin_client, team):
     }
     assert by_limit["tokens_per_minute"]["used"] == 450
     assert by_limit["tokens_per_month"]["limit_value"] is None
+
+
+@pytest.mark.live
+def test_a_manage_key_cannot_mint_a_key_broader_than_itself(team):
+    """A narrow, short-lived manage key must not turn into a permanent, broad one."""
+    creator = actions.issue_api_key(
+        team,
+        scopes=("manage", "inference"),
+        allowed_models=("small-model",),
+        expires_in_days=7,
+        requests_per_minute=10,
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {creator.plaintext}")
+    url = f"/api/v1/teams/{team.slug}/keys/"
+    broader: list[tuple[dict[str, Any], str]] = [
+        ({"scopes": ["manage", "inference"], "expires_in_days": 30}, "expires_in_days"),
+        ({"scopes": ["inference"], "allowed_models": ["other-model"]}, "allowed_models"),
+        ({"scopes": ["inference"], "requests_per_minute": 11}, "requests_per_minute"),
+    ]
+    for body, field in broader:
+        response = client.post(url, {"name": "wider", **body}, format="json")
+        assert response.status_code == 403, body
+        assert field in response.json(), response.json()
+    assert ApiKey.objects.filter(name="wider").count() == 0
+
+    minted = client.post(url, {"name": "narrower", "scopes": ["inference"]}, format="json")
+    assert minted.status_code == 201, minted.json()
+    key = ApiKey.objects.get(name="narrower")
+    assert key.allowed_models == ["small-model"] and key.requests_per_minute == 10
+    limit = creator.key.expires_at
+    assert key.expires_at is not None and limit is not None and key.expires_at <= limit
+    assert key.created_by_key == creator.key.lookup_id and key.created_by is None
+
+
+@pytest.mark.live
+def test_a_manage_key_may_not_grant_a_scope_it_lacks(team):
+    creator = actions.issue_api_key(team, scopes=("manage",))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {creator.plaintext}")
+    response = client.post(
+        f"/api/v1/teams/{team.slug}/keys/", {"scopes": ["inference"]}, format="json"
+    )
+    assert response.status_code == 403 and "scopes" in response.json()

@@ -95,6 +95,7 @@ def issue_api_key(
     allowed_models: tuple[str, ...] = (),
     requests_per_minute: int | None = None,
     created_by: AbstractBaseUser | None = None,
+    created_by_key: str = "",
 ) -> IssuedKey:
     if expires_in_days is not None and expires_in_days <= 0:
         raise ValidationError({"expires_in_days": "expires_in_days must be 1 or more."})
@@ -115,6 +116,7 @@ def issue_api_key(
         allowed_models=list(allowed_models),
         requests_per_minute=requests_per_minute,
         created_by=created_by,  # type: ignore[misc]
+        created_by_key=created_by_key,
         expires_at=expires_at,
     )
     key.full_clean()

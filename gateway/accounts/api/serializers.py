@@ -28,6 +28,7 @@ class ApiKeySerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "scopes",
             "allowed_models",
             "requests_per_minute",
+            "created_by_key",
             "created_at",
             "expires_at",
             "revoked_at",

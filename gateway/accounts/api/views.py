@@ -1,9 +1,11 @@
 """Management API: a team's admins manage its keys and quota and read its usage."""
 
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +18,7 @@ from gateway.accounts.api.serializers import (
     NewApiKeySerializer,
     QuotaPolicySerializer,
 )
+from gateway.accounts.key_bounds import BroaderThanCreator, KeyRequest, bounded_by_creator
 from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
@@ -58,16 +61,29 @@ class ApiKeyListView(APIView):
         form = NewApiKeySerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data: dict[str, Any] = form.validated_data
-        created_by = None if isinstance(request.user, KeyPrincipal) else request.user
+        days = data.get("expires_in_days")
+        wanted = KeyRequest(
+            scopes=tuple(data["scopes"]),
+            allowed_models=tuple(data["allowed_models"]),
+            expires_at=None if days is None else timezone.now() + timedelta(days=days),
+            requests_per_minute=data.get("requests_per_minute"),
+        )
+        principal = request.user if isinstance(request.user, KeyPrincipal) else None
+        if principal is not None:
+            try:
+                wanted = bounded_by_creator(principal.key, wanted)
+            except BroaderThanCreator as exc:
+                raise exceptions.PermissionDenied({exc.field: str(exc)}) from None
         try:
             issued = actions.issue_api_key(
                 team,
                 name=data["name"],
-                expires_in_days=data.get("expires_in_days"),
-                scopes=tuple(data["scopes"]),
-                allowed_models=tuple(data["allowed_models"]),
-                requests_per_minute=data.get("requests_per_minute"),
-                created_by=created_by,  # type: ignore[arg-type]
+                expires_at=wanted.expires_at,
+                scopes=wanted.scopes,
+                allowed_models=wanted.allowed_models,
+                requests_per_minute=wanted.requests_per_minute,
+                created_by=None if principal is not None else request.user,  # type: ignore[arg-type]
+                created_by_key=principal.key.lookup_id if principal is not None else "",
             )
         except DjangoValidationError as exc:
             raise _as_api_error(exc) from None
