@@ -91,9 +91,44 @@ def _integer(low: int, high: int = 2**63 - 1) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
 
 
+# Sizes a shared worker is asked to handle: bounded, so one request cannot make a worker
+# compile a huge stop list, bias table or JSON schema for everyone's batch.
+MAX_STOP_CHARS = 256
+MAX_LOGIT_BIAS_ENTRIES = 300
+MAX_RESPONSE_FORMAT_BYTES = 16_384
+RESPONSE_FORMATS = {"text", "json_object", "json_schema"}
+MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+# Every deployment today serves a text model: an image or audio part would make the worker
+# fetch a URL or decode media it cannot use, so only text parts pass.
+CONTENT_PART_TYPES = {"text"}
+
+
+def _short_string(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_STOP_CHARS
+
+
 def _stop(value: Any) -> bool:
-    return isinstance(value, str) or (
-        isinstance(value, list) and len(value) <= 4 and all(isinstance(s, str) for s in value)
+    return _short_string(value) or (
+        isinstance(value, list) and len(value) <= 4 and all(_short_string(s) for s in value)
+    )
+
+
+def _logit_bias(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) <= MAX_LOGIT_BIAS_ENTRIES
+        and all(
+            isinstance(token, str) and token.isdigit() and _number(-100, 100)(bias)
+            for token, bias in value.items()
+        )
+    )
+
+
+def _response_format(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("type") in RESPONSE_FORMATS
+        and len(json.dumps(value)) <= MAX_RESPONSE_FORMAT_BYTES
     )
 
 
@@ -107,11 +142,18 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (_integer(-(2**63)), "an integer"),
     "top_k": (_integer(-1), "an integer of -1 or more"),
     "min_tokens": (_integer(0), "a non-negative integer"),
-    "stop": (_stop, "a string or an array of up to 4 strings"),
+    "stop": (_stop, f"a string or an array of up to 4 strings of {MAX_STOP_CHARS} characters"),
     "user": (lambda v: isinstance(v, str), "a string"),
     "ignore_eos": (lambda v: isinstance(v, bool), "a boolean"),
-    "logit_bias": (lambda v: isinstance(v, dict), "an object"),
-    "response_format": (lambda v: isinstance(v, dict), "an object"),
+    "logit_bias": (
+        _logit_bias,
+        f"an object of up to {MAX_LOGIT_BIAS_ENTRIES} token ids mapped to numbers from -100 to 100",
+    ),
+    "response_format": (
+        _response_format,
+        f"an object with a type in {sorted(RESPONSE_FORMATS)}, at most "
+        f"{MAX_RESPONSE_FORMAT_BYTES} bytes as JSON",
+    ),
 }
 
 
@@ -124,10 +166,18 @@ def _check_options(body: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _content_parts(content: Any) -> bool:
-    return isinstance(content, list) and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    )
+def _check_parts(content: list[Any], index: int) -> None:
+    for number, part in enumerate(content):
+        param = f"messages.{index}.content.{number}"
+        if not isinstance(part, dict) or part.get("type") not in CONTENT_PART_TYPES:
+            kind = part.get("type") if isinstance(part, dict) else None
+            raise _bad(
+                f"messages[{index}].content[{number}] is a {kind!r} part; the deployments here "
+                f"accept {sorted(CONTENT_PART_TYPES)} parts only.",
+                f"{param}.type",
+            )
+        if not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
+            raise _bad(f"messages[{index}].content[{number}] must be {{type, text}}.", param)
 
 
 def _refuse_constant(name: str) -> None:
@@ -141,8 +191,16 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
         role = message.get("role") if isinstance(message, dict) else None
         if not isinstance(role, str) or role not in ROLES:
             raise _bad(f"messages[{index}] needs a role in {sorted(ROLES)}.", f"messages.{index}")
+        unknown = sorted(set(message) - MESSAGE_KEYS)
+        if unknown:
+            raise _bad(
+                f"messages[{index}] has unknown field(s): {', '.join(unknown)}.",
+                f"messages.{index}.{unknown[0]}",
+            )
         content = message.get("content")
-        if not (content is None or isinstance(content, str) or _content_parts(content)):
+        if isinstance(content, list):
+            _check_parts(content, index)
+        elif not (content is None or isinstance(content, str)):
             raise _bad(
                 f"messages[{index}].content must be a string or an array of parts.",
                 f"messages.{index}.content",

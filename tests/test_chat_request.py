@@ -82,7 +82,10 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}, "tools"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
         ({"model": "m", "messages": [{"role": ["user"], "content": "x"}]}, "messages.0"),
-        ({"model": "m", "messages": [{"role": "user", "content": [1]}]}, "messages.0.content"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": [1]}]},
+            "messages.0.content.0.type",
+        ),
         (
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
             "temperature",
@@ -96,3 +99,56 @@ def test_each_mistake_names_its_parameter(body, param):
     with pytest.raises(InvalidRequest) as error:
         parse_chat_request(json.dumps(body).encode())
     assert error.value.param == param
+
+
+USER = {"role": "user", "content": "x"}
+IMAGE = {"type": "image_url", "image_url": {"url": "http://169.254.169.254/latest/meta-data"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "user", "content": [IMAGE]}]}, "messages.0.content.0.type"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
+            "messages.0.content.0.type",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]},
+            "messages.0.content.0",
+        ),
+        ({"messages": [{**USER, "audio_url": "http://x"}]}, "messages.0.audio_url"),
+        ({"messages": [USER], "stop": "s" * 257}, "stop"),
+        ({"messages": [USER], "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"messages": [USER], "logit_bias": {str(t): 1 for t in range(301)}}, "logit_bias"),
+        ({"messages": [USER], "logit_bias": {"hello": 1}}, "logit_bias"),
+        ({"messages": [USER], "logit_bias": {"42": 500}}, "logit_bias"),
+        ({"messages": [USER], "response_format": {"type": "xml"}}, "response_format"),
+        (
+            {
+                "messages": [USER],
+                "response_format": {"type": "json_schema", "json_schema": {"d": "x" * 20_000}},
+            },
+            "response_format",
+        ),
+    ],
+)
+def test_what_reaches_a_shared_worker_is_bounded_and_text_only(body, param):
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat_request(json.dumps({"model": "m", **body}).encode())
+    assert error.value.param == param
+
+
+def test_bounded_options_within_their_limits_pass():
+    chat = parse_chat_request(
+        json.dumps(
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "stop": ["a" * 256],
+                "logit_bias": {"42": -100, "7": 2.5},
+                "response_format": {"type": "json_object"},
+            }
+        ).encode()
+    )
+    assert chat.options["logit_bias"] == {"42": -100, "7": 2.5}
