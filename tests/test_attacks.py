@@ -188,3 +188,28 @@ def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platfor
     metrics_text = connection.getresponse().read().decode()
     assert 'sluice_cache_semantic_skips_total{reason="too_long"} 2.0' in metrics_text
     assert 'sluice_cache_semantic_rejections_total{reason="too_many_anchors"} 1.0' in metrics_text
+
+
+def test_one_team_cannot_hit_another_teams_prefix_cache(platform):
+    """Time to first token reveals whether a prompt's opening is in a worker's prefix cache.
+    With a per-team cache_salt, team B sending team A's long system prompt computes it anew
+    (no shared KV blocks), while team A's own repeat still hits."""
+    sim = platform["sim"]
+    other = actions.issue_api_key(actions.create_team("Other", requests_per_minute=100))
+    messages: list[Any] = [
+        {"role": "system", "content": "You are the support assistant of Acme. " * 40},
+        {"role": "user", "content": "Hello"},
+    ]
+
+    def ask(key: str) -> float:
+        """Prefix-cache hit tokens on the worker that this request added."""
+        client = openai.OpenAI(base_url=platform["client"].base_url, api_key=key, max_retries=0)
+        before = sim.metric("vllm:prefix_cache_hits_total")
+        client.chat.completions.create(
+            model="small-model", messages=messages, max_tokens=1, temperature=0.7
+        )
+        return float(sim.metric("vllm:prefix_cache_hits_total") - before)
+
+    ask(platform["key"])  # team A computes the prompt's blocks
+    assert ask(other.plaintext) == 0  # team B gets nothing from them
+    assert ask(platform["key"]) > 100  # team A's repeat reuses them

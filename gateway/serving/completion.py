@@ -8,6 +8,7 @@ by the adapter after the stream, through `async with`.
 """
 
 import asyncio
+import hmac
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -35,6 +36,14 @@ Chunk = dict[str, Any]
 dispatcher = Dispatcher()
 coalescer = Coalescer()
 _background: set["asyncio.Task[None]"] = set()  # settlements waiting for a shared generation
+
+
+def team_cache_salt(team_id: int) -> str:
+    """vLLM's cache_salt for a team: prompts of different teams never share KV blocks, so
+    one team cannot learn from time-to-first-token what another team's prompts start with.
+    Keyed with SECRET_KEY so the salt of a team cannot be derived from its id."""
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"team:{team_id}".encode(), "sha256")
+    return digest.hexdigest()[:32]
 
 
 class Completion:
@@ -183,11 +192,16 @@ class Completion:
 
     async def _routed(self) -> AsyncGenerator[Item, None]:
         """Step 6 and 7: the deployment's routing policy picks a worker; stream from it."""
-        name = self.deployment.name
+        name, team_id = self.deployment.name, self.reservation.team_id
         route = route_context(
-            name, self.deployment.routing_policy, self.chat.messages, self.chat.options.get("user")
+            name,
+            self.deployment.routing_policy,
+            self.chat.messages,
+            self.chat.options.get("user"),
+            scope=f"team:{team_id}",
         )
-        stream = stream_completion(dispatcher, name, self.chat.upstream_body(), route=route)
+        body = {**self.chat.upstream_body(), "cache_salt": team_cache_salt(team_id)}
+        stream = stream_completion(dispatcher, name, body, route=route)
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
                 yield lease.worker.url, chunk

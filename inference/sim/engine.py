@@ -29,6 +29,7 @@ class SimRequest:
     first_token_clock: float | None = None
     tokens: "asyncio.Queue[str | None]" = field(default_factory=asyncio.Queue)
     block_hashes: list[int] = field(default_factory=list)
+    cache_salt: str = ""  # vLLM's per-request salt: blocks match only under the same salt
     shared_blocks: list[int] = field(default_factory=list)  # KV blocks shared with others
     private_blocks: int = 0  # KV blocks its own
     cached_tokens: int = 0
@@ -58,9 +59,10 @@ class Scheduler(Protocol):
     async def run(self) -> None: ...
 
 
-def block_hashes(tokens: list[str], block_size: int) -> list[int]:
-    """Chained hashes of full blocks: a block matches only if everything before it does."""
-    hashes, previous = [], 0
+def block_hashes(tokens: list[str], block_size: int, salt: str = "") -> list[int]:
+    """Chained hashes of full blocks: a block matches only if everything before it does,
+    and the salt (vLLM's cache_salt) goes into the first, as vLLM does."""
+    hashes, previous = [], hash(salt) if salt else 0
     for start in range(0, len(tokens) - block_size + 1, block_size):
         previous = hash((previous, *tokens[start : start + block_size]))
         hashes.append(previous)
@@ -82,7 +84,9 @@ class Engine:
         self.clock = 0.0
 
     def submit(self, request: SimRequest) -> None:
-        request.block_hashes = block_hashes(request.prompt, self.profile.block_size)
+        request.block_hashes = block_hashes(
+            request.prompt, self.profile.block_size, request.cache_salt
+        )
         request.submitted_clock = self.clock
         self.waiting.append(request)
         self._publish_gauges()

@@ -44,7 +44,11 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens must be a positive integer"
     prompt = prompt_tokens(messages)
-    return SimRequest(prompt=prompt, output=[]), {"max_tokens": max_tokens, **body}
+    salt = body.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        return "cache_salt must be a non-empty string"
+    request = SimRequest(prompt=prompt, output=[], cache_salt=salt or "")
+    return request, {"max_tokens": max_tokens, **body}
 
 
 def _chunk(

@@ -49,8 +49,19 @@ def prefix_key(messages: Sequence[dict[str, Any]]) -> str | None:
 
 
 def route_context(
-    deployment: str, policy: str, messages: Sequence[dict[str, Any]], user: object = None
+    deployment: str,
+    policy: str,
+    messages: Sequence[dict[str, Any]],
+    user: object = None,
+    scope: str = "",
 ) -> RouteContext:
-    """Everything routing needs from one chat request; `user` is OpenAI's end-user id."""
+    """Everything routing needs from one chat request; `user` is OpenAI's end-user id.
+    `scope` (a team) keeps affinity within it: two teams sending the same system prompt
+    are not steered to one worker (their KV blocks are not shared anyway: cache_salt)."""
     session = user if isinstance(user, str) and user else None
-    return RouteContext(deployment, policy, prefix_key(messages), session)
+    key = prefix_key(messages)
+    if key is not None and scope:
+        key = f"{scope}|{key}"
+    if session is not None and scope:
+        session = f"{scope}|{session}"
+    return RouteContext(deployment, policy, key, session)
