@@ -99,7 +99,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         try:
             await credential.authorize()
         except DOMAIN_ERRORS as exc:
-            await self._error(api_error(exc))
+            error = api_error(exc)
+            await self._error(error)
+            if error.status not in (401, 403):
+                return  # Redis unreachable, say: not the client's guess
             self.failed_auths += 1
             if self.failed_auths >= MAX_FAILED_AUTHS:
                 message = f"{MAX_FAILED_AUTHS} failed authentications: connect again to retry."
