@@ -55,14 +55,14 @@ class Completion:
         chat: ChatRequest,
         target: Target,
         reservation: Reservation,
-        cache: CachePlan,
+        cache: CachePlan | None = None,
     ) -> None:
         self.request_id = request_id
         self.chat = chat
         self.target = target
         self.deployment = target.deployment
         self.reservation = reservation
-        self.cache = cache
+        self.cache = cache or CachePlan(Outcome.BYPASS)  # until the caches have been asked
         self.coalesced = False  # read another identical request's generation
         self.text: list[str] = []  # kept only when the reply will be cached
         self.finish_reason: str | None = None

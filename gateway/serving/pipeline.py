@@ -65,11 +65,14 @@ async def open_completion(
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
-    plan = await responses.plan(directives, caller.team_id, target.deployment, chat)  # 3, 4
-    completion = Completion(request_id, chat, target, reservation, plan)
-    try:
+    completion = Completion(request_id, chat, target, reservation)
+    try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
+        plan = await responses.plan(directives, caller.team_id, target.deployment, chat)
+        completion.cache = plan  # 3 exact cache, 4 semantic cache
         await completion.start()  # 5 coalesce, 6 route, 7 generate: up to the first chunk
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            completion.status = "failed"
         await asyncio.shield(completion.settle())  # 8 settle what little happened
         raise
     return completion
