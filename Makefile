@@ -16,12 +16,15 @@ MODEL := $(MODEL_DIR)/.prepared
 # all-MiniLM-L6-v2 as ONNX, for the semantic cache's embeddings in the gateway process.
 EMBEDDER_DIR := var/models/all-minilm-l6-v2-onnx
 EMBEDDER := $(EMBEDDER_DIR)/.prepared
+# The web chat's browser libraries (markdown-it, DOMPurify, highlight.js), pinned in
+# frontend/package-lock.json and copied into static/chat/vendor/ (gitignored): no CDN.
+FRONTEND := static/chat/vendor/.installed
 # Debian's chromium for the web chat's browser tests: Playwright drives it, never downloads one.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test test-unit lint typecheck pytest bench bench-auth bench-gateway worker clean
+.PHONY: run test test-unit lint typecheck pytest bench bench-auth bench-gateway worker frontend clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,15 +62,22 @@ $(EMBEDDER): $(WORKER_DEPS) inference/prepare_embedder.py
 
 worker: $(MODEL) $(EMBEDDER)
 
+$(FRONTEND): frontend/package.json frontend/package-lock.json frontend/vendor.mjs
+	cd frontend && npm ci --ignore-scripts --no-audit --no-fund
+	node frontend/vendor.mjs
+	touch $@
+
+frontend: $(FRONTEND)
+
 $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium \
 	  || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	      apt-get install -y --no-install-recommends chromium)
 
-run: $(RUN_DEPS) $(MODEL) $(EMBEDDER)
+run: $(RUN_DEPS) $(MODEL) $(EMBEDDER) $(FRONTEND)
 	$(PY) -m gateway.launcher
 
-test: $(DEV_DEPS) $(MODEL) $(EMBEDDER) $(CHROMIUM) lint typecheck pytest
+test: $(DEV_DEPS) $(MODEL) $(EMBEDDER) $(CHROMIUM) $(FRONTEND) lint typecheck pytest
 
 lint: $(DEV_DEPS)
 	$(VENV)/bin/ruff check .
@@ -77,7 +87,7 @@ lint: $(DEV_DEPS)
 typecheck: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/mypy .
 
-pytest: $(DEV_DEPS)
+pytest: $(DEV_DEPS) $(FRONTEND)
 	$(TEST_ENV) $(VENV)/bin/pytest
 
 # The fast tier: no Redis, no child processes, no browser (tests/conftest.py), under a minute.
@@ -97,4 +107,5 @@ bench-gateway: $(DEV_DEPS)
 	scripts/bench-gateway-overhead uvicorn $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(WORKER_VENV) var .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(WORKER_VENV) var .mypy_cache .ruff_cache .pytest_cache \
+	  frontend/node_modules static/chat/vendor

@@ -11,8 +11,16 @@ and, when an admission would overflow the budget, evicts the lowest H first. L (
 namespace's "clock") is raised to the H of each victim, so new entries and fresh hits
 start above everything that was merely hot long ago: yesterday's popular replies age out
 instead of squatting on the budget forever. Entries also keep a hard maximum age: they
-are written with EX, and expired ones stop counting the moment anything touches the
-namespace (purged at the start of every admission, or by purge()).
+are written with EX, and expired ones stop counting once purged: up to PURGE_BATCH of
+them at the start of every admission, oldest first, or all of them by purge().
+
+Every script does bounded work, because a Lua script blocks the whole Redis while it runs
+(quotas and sessions too, when the caches share it): an admission purges at most
+PURGE_BATCH expired entries and evicts at most MAX_EVICTIONS. In steady state used bytes
+stay within the budget, so fitting an entry evicts at most about its size divided by
+ENTRY_OVERHEAD_BYTES (the smallest possible entry); only a lowered budget can need more,
+and then the entry is refused and the following admissions carry on shrinking the
+namespace.
 
 cost is the regeneration cost the caller passes: micro-dollars when the deployment is
 priced, else tokens; never below 1. size is the UTF-8 length of the value plus
@@ -53,6 +61,11 @@ INDEX_PREFIX = "sluice:cache:gdsf:"
 # Redis bookkeeping per entry beyond its value: the key object and its expiry, a hash
 # field of metadata and two sorted-set members, each repeating the ~80-byte key name.
 ENTRY_OVERHEAD_BYTES = 512
+# Per script call: each expired entry or victim costs about ten Redis commands, so a call
+# stays well under a millisecond. MAX_EVICTIONS lets a default-sized largest entry
+# (256 KiB) displace victims of the smallest size (512 bytes) in one admission.
+PURGE_BATCH = 128
+MAX_EVICTIONS = 512
 
 
 @dataclass(frozen=True)
@@ -109,15 +122,25 @@ async def admit(
 ) -> Admission:
     """Store value under key for ttl_s seconds, evicting lower-value entries to fit.
 
-    An entry larger than the whole budget is refused and evicts nothing. Re-admitting a
-    key replaces the entry (its bytes are counted once; its hit count is kept).
+    An entry larger than the whole budget is refused and evicts nothing. An entry that
+    would need more than MAX_EVICTIONS victims (the budget was lowered) is refused after
+    evicting that many, and a refused replacement leaves the key empty. Re-admitting a key
+    replaces the entry (its bytes are counted once; its hit count is kept).
     """
     if ttl_s < 1:
         raise ValueError("ttl_s must be at least 1 second")
     if (vector_set is None) != (element is None):
         raise ValueError("vector_set and element go together")
     keys = [*index_keys(budget.namespace), key]
-    args: list[str | int] = [value, entry_size(value), ttl_s, max(1, cost), budget.max_bytes]
+    args: list[str | int] = [
+        value,
+        entry_size(value),
+        ttl_s,
+        max(1, cost),
+        budget.max_bytes,
+        PURGE_BATCH,
+        MAX_EVICTIONS,
+    ]
     if vector_set is not None and element is not None:
         keys.append(vector_set)
         args.append(element)
@@ -134,9 +157,11 @@ async def record_hit(client: Redis, budget_namespace: str, key: str) -> None:
 
 def queue_hit(pipe: Pipeline, budget_namespace: str, key: str) -> None:
     """record_hit as one command of the caller's pipeline (the hot path's single round
-    trip after a cache hit). EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT."""
+    trip after a cache hit). By SHA, not EVAL: EVAL would send and hash 3 KB of script on
+    every hit. After a Redis restart the reply is NOSCRIPT; the caller then calls
+    record_hit, which loads the script."""
     keys = [*index_keys(budget_namespace), key]
-    pipe.eval(_script("hit").source, len(keys), *keys)
+    pipe.evalsha(_script("hit").sha, len(keys), *keys)
 
 
 async def forget(client: Redis, namespace: str, key: str) -> bool:
@@ -144,10 +169,17 @@ async def forget(client: Redis, namespace: str, key: str) -> bool:
     return bool(await _run(client, "forget", [*index_keys(namespace), key], []))
 
 
-async def purge(client: Redis, namespace: str) -> list[str]:
-    """Remove the namespace's expired entries now; returns their keys."""
-    purged: list[str] = await _run(client, "purge", index_keys(namespace), [])
-    return purged
+async def purge(client: Redis, namespace: str, batch: int = PURGE_BATCH) -> list[str]:
+    """Remove the namespace's expired entries now, `batch` per script call (so Redis
+    serves others between calls); returns their keys."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    purged: list[str] = []
+    while True:
+        removed: list[str] = await _run(client, "purge", index_keys(namespace), [batch])
+        purged.extend(removed)
+        if len(removed) < batch:  # the backlog is done (what expires later waits its turn)
+            return purged
 
 
 async def usage(client: Redis, namespace: str) -> NamespaceUsage:

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo
 
@@ -48,7 +48,10 @@ class CacheDirectives:
         ttl_s = None
         raw_ttl = headers.get("x-sluice-cache-ttl")
         if raw_ttl is not None:
-            if not raw_ttl.isdigit() or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S:
+            if (
+                not (raw_ttl.isascii() and raw_ttl.isdigit())
+                or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S
+            ):
                 raise InvalidRequest(
                     f"x-sluice-cache-ttl must be whole seconds from 1 to "
                     f"{settings.CACHE_EXACT_MAX_TTL_S}",
@@ -82,7 +85,7 @@ class CacheUnavailable(Exception):
 
 async def lookup(key: str) -> CachedReply | None:
     try:
-        raw = await async_cache_redis().get(key)
+        raw = await async_cache_redis_batch().execute("GET", key)
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
     return None if raw is None else CachedReply(**json.loads(raw))

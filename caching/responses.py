@@ -10,6 +10,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from redis.exceptions import NoScriptError
+
 from caching import eviction, exact, semantic, stats
 from caching.exact import CacheDirectives, CachedReply, CacheUnavailable
 from caching.outcome import Outcome
@@ -19,7 +21,7 @@ from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, RedisUnavailable, async_cache_redis
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
-from inference.embeddings import EmbedderUnavailable, loaded_embedder
+from inference.embeddings import EmbedderUnavailable, TextTooLong, loaded_embedder
 
 logger = logging.getLogger(__name__)
 SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
@@ -127,6 +129,11 @@ async def _slot(
         vector = await (await loaded_embedder()).embed(question)
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
+    except TextTooLong:
+        # Its vector would stand for its first 256 tokens only: a question that merely
+        # starts alike would match it. Within 1,000 characters, but dense (CJK, code).
+        metrics.semantic_skips.labels("too_long").inc()
+        return None
     return SemanticSlot.of(semantic.context_key(team_id, deployment, chat), question, vector)
 
 
@@ -181,7 +188,12 @@ async def settle(
             ex=SERVED_TTL_S,
         )
     try:
-        await pipe.execute()
+        replies = await pipe.execute(raise_on_error=False)
+        failed = [reply for reply in replies if isinstance(reply, Exception)]
+        if plan.hit is not None and any(isinstance(f, NoScriptError) for f in failed):
+            await eviction.record_hit(async_cache_redis(), plan.hit.namespace, plan.hit.key)
+        elif failed:
+            raise failed[0]
     except REDIS_FAILURES as exc:
         logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
 

@@ -207,7 +207,8 @@ async def store(
         return
     if not admission.admitted:
         logger.info(
-            "semantic cache: entry of %d bytes exceeds the budget of %s",
+            "semantic cache: entry of %d bytes not admitted to %s (over the budget, or the "
+            "namespace is still shrinking to a lowered one)",
             len(value),
             budget.namespace,
         )

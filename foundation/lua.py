@@ -13,12 +13,25 @@ from typing import Any
 import redis.exceptions
 from redis.asyncio import Redis
 
+from foundation.redis_batch import CommandBatcher
+
 
 class LuaScript:
     def __init__(self, *files: Path) -> None:
         """One script from one or more files, joined in order (shared helpers first)."""
         self.source = "\n".join(path.read_text() for path in files)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()  # noqa: S324 - Redis's id
+
+    async def run_batched(
+        self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
+    ) -> Any:
+        """run(), sharing a pipeline with whatever else this event-loop turn sends."""
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        try:
+            return await batcher.execute(*command)
+        except redis.exceptions.NoScriptError:
+            await batcher.client.script_load(self.source)
+            return await batcher.execute(*command)
 
     async def run(self, client: Redis, keys: Sequence[str], args: Sequence[int | str]) -> Any:
         try:

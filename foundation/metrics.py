@@ -31,6 +31,12 @@ tokens = Counter(
     ["model", "kind"],
     registry=registry,
 )
+prompt_tokens_estimated = Counter(
+    "sluice_prompt_tokens_estimated",
+    "Requests whose prompt was billed on the admission estimate: the worker could not count it",
+    ["model"],
+    registry=registry,
+)
 quota_rejections = Counter(
     "sluice_quota_rejections", "Requests refused by a quota", ["limit"], registry=registry
 )
@@ -67,6 +73,14 @@ semantic_rejections = Counter(
     "sluice_cache_semantic_rejections",
     "Semantic candidates above the threshold that verification turned down, by reason",
     ["reason"],
+    registry=registry,
+)
+gateway_overhead = Histogram(
+    "sluice_gateway_overhead_seconds",
+    "Time a chat completion spent in the gateway, not waiting for a worker (the response's "
+    "x-sluice-overhead-ms): up to the headers of a stream, the whole reply otherwise",
+    ["model"],
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25),
     registry=registry,
 )
 semantic_lookup = Histogram(

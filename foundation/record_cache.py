@@ -19,6 +19,7 @@ from django.conf import settings
 
 from foundation.db import database_read
 from foundation.redis_clients import REDIS_FAILURES, RedisUnavailable, async_redis, sync_redis
+from foundation.single_flight import SingleFlight
 
 # Redis heals itself within this TTL even if a publish was lost; "missing" answers (unknown
 # ids) live shorter, and each process keeps at most LOCAL_CACHE_MAX_ENTRIES records so
@@ -42,6 +43,7 @@ class RecordCache(Generic[T]):
         self._load = load
         self._decode = decode
         self._local: OrderedDict[str, tuple[T | None, float]] = OrderedDict()
+        self._flights: SingleFlight[T | None] = SingleFlight()
 
     def redis_key(self, ident: str) -> str:
         return f"sluice:{self.namespace}:{ident}"
@@ -51,7 +53,7 @@ class RecordCache(Generic[T]):
         cached = self._local.get(ident)
         if cached is not None and now - cached[1] < settings.AUTH_PROCESS_CACHE_TTL_S:
             return cached[0]
-        record = await self._fetch(ident)
+        record = await self._flights.run(ident, lambda: self._fetch(ident))
         self._local[ident] = (record, now)
         self._local.move_to_end(ident)
         if len(self._local) > LOCAL_CACHE_MAX_ENTRIES:

@@ -15,6 +15,8 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from foundation.redis_batch import CommandBatcher, batcher_for
+
 _sync_client: redis.Redis | None = None
 _sync_cache_client: redis.Redis | None = None
 _sync_lock = threading.Lock()
@@ -22,6 +24,14 @@ _async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.R
     weakref.WeakKeyDictionary()
 )
 _async_cache_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+_batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommandBatcher]" = (
+    weakref.WeakKeyDictionary()
+)
+_cache_batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommandBatcher]" = (
     weakref.WeakKeyDictionary()
 )
 
@@ -105,6 +115,16 @@ def async_cache_redis() -> aioredis.Redis:
     return _async_client(settings.CACHE_REDIS_URL or redis_url(), _async_cache_clients)
 
 
+def async_redis_batch() -> CommandBatcher:
+    """The primary Redis, for commands that may share a pipeline with concurrent requests'
+    (foundation/redis_batch.py): admission and billing."""
+    return batcher_for(_batchers, async_redis)
+
+
+def async_cache_redis_batch() -> CommandBatcher:
+    return batcher_for(_cache_batchers, async_cache_redis)
+
+
 def reset_clients() -> None:
     """Forget cached clients, so a changed REDIS_URL takes effect (tests, forked workers)."""
     global _sync_client, _sync_cache_client
@@ -112,3 +132,5 @@ def reset_clients() -> None:
         _sync_client = _sync_cache_client = None
     _async_clients.clear()
     _async_cache_clients.clear()
+    _batchers.clear()
+    _cache_batchers.clear()

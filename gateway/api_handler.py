@@ -15,17 +15,21 @@ trigger is not needed either. Everything else keeps the full stack.
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.asgi import get_asgi_application
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.core.handlers.exception import convert_exception_to_response
-from django.http import HttpRequest
-from django.urls import set_script_prefix
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
+from django.urls import ResolverMatch, set_script_prefix
+
+from gateway.serving.errors import ApiError
 
 logger = logging.getLogger(__name__)
 API_PREFIXES = ("/v1/",)
+RESOLVED_PATHS_KEPT = 64
 
 
 class ApiHandler(ASGIHandler):
@@ -33,9 +37,41 @@ class ApiHandler(ASGIHandler):
         self._view_middleware: list[Any] = []
         self._template_response_middleware: list[Any] = []
         self._exception_middleware: list[Any] = []
-        self._middleware_chain = convert_exception_to_response(
-            self._get_response_async  # type: ignore[attr-defined]  # missing from the stubs
-        )
+        self._middleware_chain = self._answer_in_openai_shape
+        self._resolved: dict[str, ResolverMatch] = {}
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        """Django walks its URL patterns for every request (3% of a request's CPU here); the
+        few /v1/ paths that resolve are remembered (no middleware sets a per-request
+        urlconf on this handler). Bounded: paths with ids cannot grow it without limit."""
+        match = self._resolved.get(request.path_info)
+        if match is None:
+            match = super().resolve_request(request)
+            if len(self._resolved) < RESOLVED_PATHS_KEPT:
+                self._resolved[request.path_info] = match
+        request.resolver_match = match
+        return match
+
+    async def _answer_in_openai_shape(self, request: HttpRequest) -> HttpResponseBase:
+        """OpenAI's clients parse every /v1/ answer as JSON: an unknown path, a wrong method
+        and an unexpected failure are errors in their shape too, never Django's HTML."""
+        try:
+            response: HttpResponseBase = await self._get_response_async(request)  # type: ignore[attr-defined]
+        except Http404:
+            message = f"No such endpoint: {request.method} {request.path}."
+            return ApiError(404, message, "not_found").response()
+        except Exception:
+            logger.exception("unexpected failure answering %s %s", request.method, request.path)
+            return ApiError(500, "The gateway failed on this request.", "internal_error").response()
+        if response.status_code == 405 and not response.get("Content-Type", "").startswith(
+            "application/json"
+        ):
+            allowed = response.get("Allow", "")
+            message = f"{request.method} is not allowed on {request.path}; use {allowed}."
+            refused = ApiError(405, message, "method_not_allowed").response()
+            refused["Allow"] = allowed
+            return refused
+        return response
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -93,5 +129,6 @@ class SplitByPath:
         await app(scope, receive, send)
 
 
-def split_application() -> SplitByPath:
-    return SplitByPath(get_asgi_application(), ApiHandler())
+def split_application(wrap_full: Callable[[Any], Any] = lambda app: app) -> SplitByPath:
+    """wrap_full wraps only the full stack (static files, say): API requests skip it."""
+    return SplitByPath(wrap_full(get_asgi_application()), ApiHandler())

@@ -1,13 +1,10 @@
 import os
+from typing import Any
 
 import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 django.setup(set_prefix=False)
-
-from gateway.api_handler import split_application  # noqa: E402 - needs Django set up
-
-django_http = split_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -15,16 +12,19 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from gateway.api_handler import split_application  # noqa: E402
 from gateway.body_limit import BodySizeLimit  # noqa: E402
 from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
 
-# Static files (admin styles and scripts) come from the apps' static folders; no CDN, no
-# collectstatic step for `make run`. Behind a CDN or nginx in production, set SERVE_STATIC=0.
-http_app = (
-    ASGIStaticFilesHandler(django_http)  # type: ignore[arg-type]  # any ASGI app will do
-    if settings.SERVE_STATIC
-    else django_http
-)
+
+def with_static_files(app: Any) -> Any:
+    """Static files (admin styles and scripts) come from the apps' static folders; no CDN,
+    no collectstatic step for `make run`. Behind a CDN or nginx in production, set
+    SERVE_STATIC=0. API requests never pass through this handler."""
+    return ASGIStaticFilesHandler(app) if settings.SERVE_STATIC else app
+
+
+http_app = split_application(with_static_files)
 
 # WebSocket: session login (or an API key in the first message); the Origin must be one
 # of ALLOWED_HOSTS, so another site cannot ride a user's session cookie (CSRF for sockets).

@@ -1,13 +1,19 @@
-"""/healthz says the process is alive; /readyz says it can serve (database and Redis answer)."""
+"""/healthz says the process is alive; /readyz says it can serve (database and Redis answer).
+
+A separate cache Redis is checked too, but does not decide readiness: without it every
+request bypasses the caches and is still served, so taking the gateway out of rotation
+would turn a slower platform into an outage. Its failure shows in `checks` and `degraded`.
+"""
 
 import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from foundation.redis_clients import REDIS_FAILURES, async_redis
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis, async_redis
 from inference.snapshot import fleet_view
 
 logger = logging.getLogger(__name__)
@@ -36,14 +42,20 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     async def redis_ping() -> None:
         await async_redis().ping()
 
-    results = dict(
-        await asyncio.gather(
-            _check("database", sync_to_async(_database_answers)()),
-            _check("redis", redis_ping()),
-        )
-    )
-    ready = all(value == "ok" for value in results.values())
+    async def cache_redis_ping() -> None:
+        await async_cache_redis().ping()
+
+    checks = [
+        _check("database", sync_to_async(_database_answers)()),
+        _check("redis", redis_ping()),
+    ]
+    if settings.CACHE_REDIS_URL and settings.CACHE_REDIS_URL != settings.REDIS_URL:
+        checks.append(_check("cache_redis", cache_redis_ping()))
+    results = dict(await asyncio.gather(*checks))
+    ready = results["database"] == "ok" and results["redis"] == "ok"
     body: dict[str, object] = {"status": "ready" if ready else "not ready", "checks": results}
+    if results.get("cache_redis", "ok") != "ok":
+        body["degraded"] = ["cache_redis"]  # served, with every cache bypassed
     if ready:
         # Informational: the gateway can serve (and queue) with no worker in rotation.
         try:

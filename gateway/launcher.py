@@ -1,12 +1,14 @@
 """`make run`: everything on embedded defaults, in the foreground, under one supervisor.
 
-Starts the bundled Redis 8 (unless REDIS_URL is set), migrates, rotates the demo login and
-API key, then runs the ASGI server, a Celery worker and Celery beat. Values a second
-terminal needs (Redis URL, secret key) are recorded under var/.
+Unless REDIS_URL is set, starts the bundled Redis 8 twice: the primary, which never evicts,
+and a memory-capped one for the response caches (unless CACHE_REDIS_URL is set). Then it
+migrates, rotates the demo login and API key, and runs the ASGI server, a Celery worker and
+Celery beat. Values a second terminal needs (Redis URLs, secret key) are recorded under var/.
 """
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -82,17 +84,62 @@ def server_command(port: int) -> list[str]:
     return [*args, "--host", "127.0.0.1", "--port", str(port), "--workers", processes]
 
 
-def start_redis(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:
-    port = embedded_redis.free_port()
-    command = embedded_redis.redis_server_command(port, var / "redis", persistent=True)
-    child = supervisor.start("redis", command, env)
+def start_redis(
+    supervisor: Supervisor, env: dict[str, str], name: str, command: list[str], port: int
+) -> str:
+    child = supervisor.start(name, command, env)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         embedded_redis.wait_until_ready(url, child.process)
     except embedded_redis.EmbeddedRedisError as exc:
-        fail(str(exc))
-    (var / "redis.url").write_text(url + "\n")
-    env["REDIS_URL"] = url
+        fail(f"{name}: {exc}")
+    return url
+
+
+def cache_maxmemory() -> str:
+    """CACHE_REDIS_MAXMEMORY in Redis's notation (256mb, 1gb, 0 for no limit)."""
+    value = os.environ.get("CACHE_REDIS_MAXMEMORY", "").strip().lower()
+    value = value or embedded_redis.CACHE_MAXMEMORY_DEFAULT
+    if not re.fullmatch(r"\d+(b|k|kb|m|mb|g|gb)?", value):
+        fail(f"CACHE_REDIS_MAXMEMORY={value!r} is not a size such as 256mb or 1gb")
+    return value
+
+
+def start_redises(supervisor: Supervisor, var: Path, env: dict[str, str]) -> None:
+    """The primary Redis and the caches' Redis, each unless its URL is set; their URLs go to
+    the children in env and to a second terminal under var/."""
+    primary_file, cache_file = var / "redis.url", var / "cache-redis.url"
+    if os.environ.get("REDIS_URL"):
+        primary_file.unlink(missing_ok=True)  # a second terminal must use REDIS_URL too
+    else:
+        port = embedded_redis.free_port()
+        command = embedded_redis.redis_server_command(port, var / "redis", persistent=True)
+        env["REDIS_URL"] = start_redis(supervisor, env, "redis", command, port)
+        primary_file.write_text(env["REDIS_URL"] + "\n")
+    if os.environ.get("CACHE_REDIS_URL"):
+        cache_file.unlink(missing_ok=True)
+        return
+    if os.environ.get("REDIS_URL"):
+        cache_file.unlink(missing_ok=True)
+        print(
+            "sluice: warning: REDIS_URL is set and CACHE_REDIS_URL is not, so the response "
+            "caches share the primary Redis and its memory; set CACHE_REDIS_URL to a Redis "
+            f"with maxmemory and maxmemory-policy {embedded_redis.CACHE_POLICY}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    # Not persistent: a cache is rebuilt by traffic, and an AOF would double its writes.
+    port = embedded_redis.free_port()
+    command = embedded_redis.redis_server_command(
+        port,
+        var / "cache-redis",
+        persistent=False,
+        maxmemory=cache_maxmemory(),
+        maxmemory_policy=embedded_redis.CACHE_POLICY,
+    )
+    env["CACHE_REDIS_URL"] = start_redis(supervisor, env, "cache", command, port)
+    cache_file.write_text(env["CACHE_REDIS_URL"] + "\n")
 
 
 def answers(url: str, needs_worker: bool = False) -> bool:
@@ -179,10 +226,7 @@ def main() -> int:
 
 
 def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, port: int) -> int:
-    if os.environ.get("REDIS_URL"):
-        (var / "redis.url").unlink(missing_ok=True)  # a second terminal must use REDIS_URL too
-    else:
-        start_redis(supervisor, var, env)
+    start_redises(supervisor, var, env)
     embedded_worker = os.environ.get("SLUICE_EMBEDDED_WORKER", "1") != "0"
     if embedded_worker:
         start_model_worker(supervisor, env)

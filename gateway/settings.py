@@ -98,7 +98,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Redis 8 and records its URL; the machine's own Redis may be 7 (no vector sets), so there
 # is deliberately no fallback to localhost:6379.
 REDIS_URL = env_str("REDIS_URL") or read_recorded(VAR_DIR / "redis.url")
-CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or REDIS_URL
+# The response caches: `make run` starts a Redis of their own with maxmemory and an eviction
+# policy that can only drop cache entries (foundation/embedded_redis.py). A REDIS_URL from
+# the environment is a deployment's own Redis: the caches share it unless CACHE_REDIS_URL
+# is set too (never a URL recorded by some earlier `make run`).
+CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or (
+    REDIS_URL if env_str("REDIS_URL") else read_recorded(VAR_DIR / "cache-redis.url") or REDIS_URL
+)
 # The exact response cache (caching/exact.py): deterministic requests only.
 CACHE_EXACT_ENABLED = env_bool("CACHE_EXACT_ENABLED", True)
 CACHE_EXACT_TTL_S = env_int("CACHE_EXACT_TTL_S", 3600, minimum=1)
@@ -167,6 +173,15 @@ AUTOSCALE_K8S_PORT = env_int("AUTOSCALE_K8S_PORT", 8000, minimum=1)
 AUTH_PROCESS_CACHE_TTL_S = env_float("AUTH_PROCESS_CACHE_TTL_S", 1.0)
 API_KEY_LAST_USED_INTERVAL_S = env_int("API_KEY_LAST_USED_INTERVAL_S", 60, minimum=1)
 
+# The platform default quota: the limits of every team without a policy of its own
+# (DefaultQuotaPolicy, docs/accounts.md). These seed it once, on first use; from then on it
+# is edited in the admin ("Default quota policy"; leave a field empty for no limit), and an
+# edit reaches every gateway process within AUTH_PROCESS_CACHE_TTL_S.
+DEFAULT_REQUESTS_PER_MINUTE = env_int("DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=1)
+DEFAULT_TOKENS_PER_MINUTE = env_int("DEFAULT_TOKENS_PER_MINUTE", 100_000, minimum=1)
+DEFAULT_TOKENS_PER_MONTH = env_int("DEFAULT_TOKENS_PER_MONTH", 10_000_000, minimum=1)
+DEFAULT_MAX_TOKENS_CAP = env_int("DEFAULT_MAX_TOKENS_CAP", 4096, minimum=1)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "gateway.accounts.api.authentication.ApiKeyAuthentication",
@@ -210,9 +225,58 @@ STATICFILES_FINDERS = [
 ROLLUP_LOOKBACK_MIN = env_int("ROLLUP_LOOKBACK_MIN", 10, minimum=1)
 ROLLUP_MINUTE_RETENTION_H = env_int("ROLLUP_MINUTE_RETENTION_H", 48, minimum=2)
 
+# Browser-facing security (docs/deployment.md, "Security settings"). The defaults keep
+# `make run` on plain http://127.0.0.1:8000 working; behind TLS set SECURE_COOKIES=1 and
+# SECURE_HSTS_SECONDS. The /v1/ API bypasses these middlewares (gateway/api_handler.py):
+# API clients are not browsers.
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Lax: a cross-site POST (a forged form) carries no session; following a link in still does.
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# No script reads the CSRF cookie: every form takes its token from the page.
+CSRF_COOKIE_HTTPONLY = True
+# HSTS: 0 (off) until the site is served over HTTPS only; a browser then refuses plain HTTP
+# for this long. Start small (300) and raise it to a year (31536000) once it works.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Probes and scrapers may speak plain HTTP inside the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# Behind a TLS-terminating proxy that is not on this host (uvicorn already believes
+# X-Forwarded-Proto from 127.0.0.1): trust its X-Forwarded-Proto. Only when every request
+# comes through that proxy, which must overwrite the header a client sends.
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("TRUST_X_FORWARDED_PROTO", False) else None
+)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"  # no page of ours is meant to be framed (clickjacking)
+
+# Client addresses for per-address limits (gateway/client_address.py): how many proxies
+# in front append to X-Forwarded-For. 0: the header is ignored (a client could rotate it).
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+# Chat socket limits (docs/websocket.md). Per socket: a person sends a few messages a
+# minute; a script sending more than 2 a second belongs on the HTTP API. Per client address,
+# across every socket and gateway process (Redis): room for a NATed office of people. A
+# socket that keeps sending after this many refusals in a row is closed (4429).
+WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 120, minimum=1)
+WS_ADDRESS_MESSAGES_PER_MINUTE = env_int("WS_ADDRESS_MESSAGES_PER_MINUTE", 600, minimum=1)
+WS_REFUSALS_BEFORE_CLOSE = env_int("WS_REFUSALS_BEFORE_CLOSE", 10, minimum=1)
+# Failed key authentications on the socket per client address, across new sockets: past
+# this, the address may not try again until its window (from its first failure) ends.
+WS_AUTH_FAILURES_PER_ADDRESS = env_int("WS_AUTH_FAILURES_PER_ADDRESS", 20, minimum=1)
+WS_AUTH_FAILURE_WINDOW_S = env_int("WS_AUTH_FAILURE_WINDOW_S", 600, minimum=1)
+# Failed web sign-ins (/accounts/login/, /admin/login/; gateway/accounts/login_throttle.py),
+# per username (a distributed guess at one account) and per address (one address trying
+# many accounts). A locked username can be a nuisance to its owner for one window: that
+# is the price of stopping guesses at it.
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 10, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {
@@ -236,6 +300,9 @@ UPSTREAM_FIRST_TOKEN_TIMEOUT_S = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT_S", 60.
 UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)
 UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
 QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
+# Queued requests are served fairly across teams (weights and caps from quota policies);
+# off: first come first served, as the fairness benchmark's baseline.
+FAIR_QUEUEING = env_bool("FAIR_QUEUEING", True)
 
 METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
 

@@ -1,6 +1,8 @@
 """Validate an OpenAI chat completion request body into what the gateway needs."""
 
 import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,9 +60,14 @@ class ChatRequest:
     options: dict[str, Any]
 
     def estimated_prompt_tokens(self) -> int:
-        """An upper-leaning estimate (no tokenizer here); reconcile() corrects it."""
-        text = sum(len(str(m.get("content") or "")) for m in self.messages)
-        return text // 3 + 8 * len(self.messages) + 8
+        """What admission reserves for the prompt before the worker has counted it: an
+        upper-leaning estimate, corrected by reconcile() to what the worker reports.
+
+        UTF-8 bytes / 3 over every field of every message (names, tool-call ids, content
+        parts too): English runs about 4 bytes a token, code about 3, and CJK text 3 bytes
+        a character at about one token each, so the reservation is rarely short."""
+        encoded = json.dumps(self.messages, ensure_ascii=False, separators=(",", ":"))
+        return len(encoded.encode()) // 3 + 4 * len(self.messages) + 8
 
     def upstream_body(self) -> dict[str, Any]:
         return {
@@ -124,10 +131,16 @@ def _logit_bias(value: Any) -> bool:
     )
 
 
+def _one_of(value: Any, choices: set[str]) -> bool:
+    """Membership without hashing: a list or object given where a name belongs is refused,
+    not a TypeError (unhashable) that would reach the client as a 500."""
+    return isinstance(value, str) and value in choices
+
+
 def _response_format(value: Any) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("type") in RESPONSE_FORMATS
+        and _one_of(value.get("type"), RESPONSE_FORMATS)
         and len(json.dumps(value)) <= MAX_RESPONSE_FORMAT_BYTES
     )
 
@@ -169,15 +182,46 @@ def _check_options(body: dict[str, Any]) -> dict[str, Any]:
 def _check_parts(content: list[Any], index: int) -> None:
     for number, part in enumerate(content):
         param = f"messages.{index}.content.{number}"
-        if not isinstance(part, dict) or part.get("type") not in CONTENT_PART_TYPES:
+        if not isinstance(part, dict) or not _one_of(part.get("type"), CONTENT_PART_TYPES):
             kind = part.get("type") if isinstance(part, dict) else None
+            shown = repr(kind)[:40] if kind is None or isinstance(kind, str) else "non-string"
             raise _bad(
-                f"messages[{index}].content[{number}] is a {kind!r} part; the deployments here "
+                f"messages[{index}].content[{number}] is a {shown} part; the deployments here "
                 f"accept {sorted(CONTENT_PART_TYPES)} parts only.",
                 f"{param}.type",
             )
         if not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
             raise _bad(f"messages[{index}].content[{number}] must be {{type, text}}.", param)
+
+
+# Far beyond any real request (a JSON schema in response_format included), and far within
+# what every encoder on the way recurses through: the cache key, the admission estimate and
+# the worker's request each serialize the body again, a few levels deeper than it came.
+MAX_NESTING = 64
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _check_values(body: dict[str, Any]) -> None:
+    """Refuse what decodes but cannot travel on: nesting deeper than MAX_NESTING, strings
+    with a lone surrogate (the escape \\ud800 decodes to one; it has no UTF-8 form, so
+    encoding the body for a cache key or a worker would fail), and numbers out of float
+    range (1e999 decodes to inf, which is not JSON). Iterative: the depth is the point."""
+    for name, value in body.items():
+        pending: list[tuple[Any, int]] = [(name, 0), (value, 1)]
+        while pending:
+            item, depth = pending.pop()
+            if isinstance(item, str):
+                if not item.isascii() and _SURROGATE.search(item):
+                    raise _bad(f"'{name}' holds a lone surrogate: not valid Unicode text.", name)
+            elif isinstance(item, float) and not math.isfinite(item):
+                raise _bad(f"'{name}' holds a number out of range.", name)
+            elif isinstance(item, dict | list) and depth > MAX_NESTING:
+                raise _bad(f"'{name}' nests deeper than {MAX_NESTING} levels.", name)
+            elif isinstance(item, dict):
+                pending.extend((key, depth) for key in item)
+                pending.extend((inner, depth + 1) for inner in item.values())
+            elif isinstance(item, list):
+                pending.extend((inner, depth + 1) for inner in item)
 
 
 def _refuse_constant(name: str) -> None:
@@ -224,6 +268,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         body = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError):
         raise _bad("The body is not valid JSON.") from None
+    except RecursionError:  # the decoder's own depth limit (about 1,000 levels)
+        raise _bad(f"The body nests deeper than {MAX_NESTING} levels.") from None
     return chat_request_from(body)
 
 
@@ -231,6 +277,7 @@ def chat_request_from(body: Any) -> ChatRequest:
     """A chat completion from already-decoded JSON (the WebSocket's message, a batch line)."""
     if not isinstance(body, dict):
         raise _bad("The body must be a JSON object.")
+    _check_values(body)
     unsupported = sorted(set(body) & NOT_YET_SUPPORTED)
     if unsupported:
         raise _bad(f"'{unsupported[0]}' is not supported by this gateway yet.", unsupported[0])

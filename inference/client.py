@@ -138,3 +138,21 @@ async def stream_from_worker(
             response.release()  # back to the pool: no new TCP connection per request
         else:
             response.close()  # mid-stream: drops the connection, so vLLM aborts the request
+
+
+async def count_prompt_tokens(url: str, upstream_model: str, messages: list[Any]) -> int:
+    """The prompt's length in the worker's own tokens, chat template included (vLLM's
+    /tokenize): what a request that left before its usage chunk is billed for its prompt."""
+    payload = {"model": upstream_model, "messages": messages, "add_generation_prompt": True}
+    timeout = aiohttp.ClientTimeout(total=settings.UPSTREAM_CONNECT_TIMEOUT_S + 2)
+    try:
+        async with http_session().post(f"{url}/tokenize", json=payload, timeout=timeout) as reply:
+            if reply.status != 200:
+                detail = (await reply.text())[:200]
+                raise UpstreamError(f"tokenize answered {reply.status}: {detail}", url, False)
+            count = (await reply.json()).get("count")
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise UpstreamError(f"tokenize failed: {exc!r}", url, False) from exc
+    if not isinstance(count, int) or count < 0:
+        raise UpstreamError(f"tokenize gave no count: {count!r}", url, False)
+    return count

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from foundation.db import database_read
+from foundation.single_flight import SingleFlight
 from inference.models import ModelDeployment
 
 REFRESH_S = 5.0
@@ -32,10 +33,11 @@ class DeploymentCatalog:
     def __init__(self) -> None:
         self._by_name: dict[str, DeploymentInfo] = {}
         self._loaded_at = float("-inf")
+        self._flights: SingleFlight[dict[str, DeploymentInfo]] = SingleFlight()
 
     async def all(self) -> dict[str, DeploymentInfo]:
         if time.monotonic() - self._loaded_at >= REFRESH_S:
-            self._by_name = await database_read(_load)()
+            self._by_name = await self._flights.run("catalog", database_read(_load))
             self._loaded_at = time.monotonic()
         return self._by_name
 

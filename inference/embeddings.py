@@ -33,8 +33,14 @@ class EmbedderUnavailable(Exception):
     """The embedding model is not prepared or failed to load; semantic caching is off."""
 
 
+class TextTooLong(ValueError):
+    """The text is longer than the model reads: its vector would stand for its beginning
+    only, and two texts that start alike would look identical."""
+
+
 class Embedder(ABC):
-    """One extension point: text in, a unit-length float32 vector out."""
+    """One extension point: text in, a unit-length float32 vector out; TextTooLong when
+    the model would see only part of the text."""
 
     dimensions: int
 
@@ -62,12 +68,17 @@ class OnnxMiniLM(Embedder):
         self._tokenizer.enable_padding()
         self.max_batch_size = max_batch_size
         self._batchers: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, MicroBatcher[str, Vector]
+            asyncio.AbstractEventLoop, MicroBatcher[str, tuple[Vector, bool]]
         ] = weakref.WeakKeyDictionary()
 
     def embed_batch(self, texts: list[str]) -> list[Vector]:
         """Mean of the token states over the real tokens, then unit length (as
-        sentence-transformers' pooling and Normalize modules do for this model)."""
+        sentence-transformers' pooling and Normalize modules do for this model). Texts
+        past MAX_TOKENS are embedded by their beginning (for offline evaluation)."""
+        return [vector for vector, _ in self._embed_batch(texts)]
+
+    def _embed_batch(self, texts: list[str]) -> list[tuple[Vector, bool]]:
+        """Each text's vector, and whether the model read all of it."""
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
@@ -77,7 +88,8 @@ class OnnxMiniLM(Embedder):
         weights = mask[..., None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return list((pooled / np.maximum(norms, 1e-12)).astype(np.float32))
+        vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return [(vector, not e.overflowing) for vector, e in zip(vectors, encoded, strict=True)]
 
     async def embed(self, text: str) -> Vector:
         loop = asyncio.get_running_loop()
@@ -87,10 +99,13 @@ class OnnxMiniLM(Embedder):
                 self._run_batch, self.max_batch_size, max_wait_ms=0, max_in_flight=1
             )
             self._batchers[loop] = batcher
-        return await batcher.submit(text)
+        vector, whole = await batcher.submit(text)
+        if not whole:
+            raise TextTooLong(f"longer than the {MAX_TOKENS} tokens the embedding model reads")
+        return vector
 
-    async def _run_batch(self, texts: list[str]) -> list[Vector]:
-        return await asyncio.to_thread(self.embed_batch, texts)
+    async def _run_batch(self, texts: list[str]) -> list[tuple[Vector, bool]]:
+        return await asyncio.to_thread(self._embed_batch, texts)
 
 
 _embedder: Embedder | None = None

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 
 from foundation.redis_clients import async_redis
+from foundation.single_flight import SingleFlight
 
 SNAPSHOT_KEY = "sluice:fleet:workers"
 
@@ -50,11 +51,11 @@ class FleetView:
     def __init__(self) -> None:
         self._workers: list[WorkerView] = []
         self._loaded_at = float("-inf")
+        self._flights: SingleFlight[list[WorkerView]] = SingleFlight()
 
     async def workers(self) -> list[WorkerView]:
         if time.monotonic() - self._loaded_at >= settings.FLEET_REFRESH_S:
-            raw = await async_redis().hgetall(SNAPSHOT_KEY)
-            self._workers = [WorkerView(**json.loads(value)) for value in raw.values()]
+            self._workers = await self._flights.run("workers", _read_snapshot)
             self._loaded_at = time.monotonic()
         return self._workers
 
@@ -71,3 +72,8 @@ class FleetView:
 
 
 fleet_view = FleetView()
+
+
+async def _read_snapshot() -> list[WorkerView]:
+    raw = await async_redis().hgetall(SNAPSHOT_KEY)
+    return [WorkerView(**json.loads(value)) for value in raw.values()]

@@ -18,8 +18,10 @@ from gateway.accounts import actions
 from gateway.accounts.models import Team
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
+from inference import fleet
 from tests.conftest import live_platform
 from tests.sims import SimProcess
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 MESSAGES: list[Any] = [{"role": "user", "content": "Recite the alphabet slowly."}]
@@ -217,3 +219,28 @@ def test_one_team_cannot_hit_another_teams_prefix_cache(platform):
     ask(platform["key"])  # team A computes the prompt's blocks
     assert ask(other.plaintext) == 0  # team B gets nothing from them
     assert ask(platform["key"]) > 100  # team A's repeat reuses them
+
+
+def test_a_workers_refusal_does_not_reach_the_client_in_its_own_words(platform):
+    """A worker's 4xx body can name its internal model path or address: the client is told
+    the worker refused, never what it said (the gateway's log has it)."""
+    deployment = fleet.ensure_deployment("misnamed", served_model_name="/srv/weights/secret-v7")
+    fleet.register_worker(deployment, platform["sim"].url, registered_by="test")
+    client = platform["client"]
+
+    def refused() -> openai.BadRequestError:
+        try:
+            client.chat.completions.create(model="misnamed", messages=MESSAGES, max_tokens=2)
+        except openai.BadRequestError as exc:
+            return exc
+        raise AssertionError("the worker accepted a model it does not serve")
+
+    error = wait_until(
+        refused,
+        10,
+        "the gateway to know the deployment and its worker",
+        ignoring=(openai.NotFoundError, openai.InternalServerError),
+    )
+    assert error.status_code == 400
+    assert "secret-v7" not in error.message and "127.0.0.1" not in error.message
+    assert "refused" in error.message

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from caching import eviction
 from caching.eviction import (
     ENTRY_OVERHEAD_BYTES,
     Admission,
@@ -256,5 +257,67 @@ def test_readmitting_a_key_replaces_it_without_double_counting(redis_url):
         assert (stats.entries, stats.used_bytes) == (1, 1200)
         assert await client.get("same") == value_of(1200)
         assert await similar(client) == {"el-a"}  # its own element is kept
+
+    run(redis_url, scenario)
+
+
+def test_expired_entries_are_purged_a_bounded_batch_per_call(redis_url, monkeypatch):
+    batch = 16  # the real PURGE_BATCH, scaled down so the backlog is written in milliseconds
+    monkeypatch.setattr(eviction, "PURGE_BATCH", batch)
+    budget = Budget("exact:team:10", 10**9)
+    backlog = 10 * batch
+
+    async def scenario(client: aioredis.Redis) -> None:
+        for i in range(backlog):
+            # zero-padded: entries expiring in the same millisecond are purged in key order
+            await admit(client, budget, f"old{i:03}", value_of(1000 + i), 1, cost=1)
+        assert (await usage(client, budget.namespace)).entries == backlog  # none expired yet
+        await asyncio.sleep(1.1)  # the 1 s TTLs run out: expiry is what is tested
+
+        # One admission purges one batch, the oldest first, and counts their bytes out.
+        await admit(client, budget, "new", value_of(700), 60, cost=1)
+        stats = await usage(client, budget.namespace)
+        assert stats.entries == backlog - batch + 1
+        assert stats.used_bytes == sum(range(1000 + batch, 1000 + backlog)) + 700
+
+        # purge() calls the script until the backlog is gone, a batch at a time.
+        purged = await purge(client, budget.namespace)
+        assert purged == [f"old{i:03}" for i in range(batch, backlog)]
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 700)
+        assert await live(client, [f"old{i:03}" for i in range(backlog)] + ["new"]) == {"new"}
+
+    run(redis_url, scenario)
+
+
+def test_a_lowered_budget_is_reached_over_several_bounded_admissions(redis_url, monkeypatch):
+    monkeypatch.setattr(eviction, "MAX_EVICTIONS", 8)
+    budget = Budget("semantic:team:11", 40_000)
+    shrunk = Budget(budget.namespace, 3000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        for i in range(40):
+            await admit(client, budget, f"e{i}", value_of(1000), 60, cost=1)
+        await admit(client, budget, "same", value_of(1000), 60, cost=1)  # evicts one
+
+        # 41 entries over a 3000-byte budget: each admission evicts at most 8 and is refused
+        # while the namespace is still too full, a refused replacement leaving no value behind.
+        await vadd(client, "el-a")
+        first = await admit(
+            client, shrunk, "same", value_of(1000), 60, cost=1, vector_set=VSET, element="el-a"
+        )
+        assert first.admitted is False and len(first.evicted) == 8
+        assert not await client.exists("same")
+        assert await similar(client) == set()
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (31, 31_000)
+
+        results = [
+            await admit(client, shrunk, f"n{i}", value_of(1000), 60, cost=1) for i in range(5)
+        ]
+        assert [r.admitted for r in results] == [False, False, False, True, True]
+        assert all(len(r.evicted) <= 8 for r in results)
+        stats = await usage(client, budget.namespace)
+        assert stats.used_bytes == 1000 * stats.entries <= shrunk.max_bytes
 
     run(redis_url, scenario)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.serving.errors import api_error
-from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.chat_request import InvalidRequest, chat_request_from, parse_chat_request
 
 pytestmark = pytest.mark.unit
 
@@ -152,3 +152,83 @@ def test_bounded_options_within_their_limits_pass():
         ).encode()
     )
     assert chat.options["logit_bias"] == {"42": -100, "7": 2.5}
+
+
+# Found by the fuzz of issue 14 (tests/test_fuzz.py): each of these reached a client as a 500.
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        pytest.param(b"[" * 100_000, None, id="past the decoder's depth limit"),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":'
+            + b'{"type":"text","x":'
+            + b"[" * 900
+            + b"]" * 900
+            + b"}}",
+            "response_format",
+            id="within the decoder's limit, past the encoders' on the way",
+        ),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":"a\\ud800"}]}',
+            "messages",
+            id="a lone surrogate in the content",
+        ),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":"x"}],"user":"\\udfff"}',
+            "user",
+            id="a lone surrogate in an option",
+        ),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":"x"}],'
+            b'"response_format":{"type":"json_schema","json_schema":{"max":1e999}}}',
+            "response_format",
+            id="a number past float range",
+        ),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":"x"}],'
+            b'"response_format":{"type":["text"]}}',
+            "response_format",
+            id="an array where the format type goes",
+        ),
+        pytest.param(
+            b'{"model":"m","messages":[{"role":"user","content":[{"type":{"a":1}}]}]}',
+            "messages.0.content.0.type",
+            id="an object where the part type goes",
+        ),
+    ],
+)
+def test_bodies_that_broke_the_gateway_are_refused_with_a_400_naming_the_field(raw, param):
+    with pytest.raises(InvalidRequest) as refused:
+        parse_chat_request(raw)
+    assert refused.value.param == param
+    assert api_error(refused.value).status == 400
+
+
+def test_socket_messages_are_held_to_the_same_depth_and_unicode_rules():
+    """chat_request_from takes JSON already decoded (the socket's, a batch line's)."""
+    deep: list[object] = []
+    for _ in range(100):
+        deep = [deep]
+    base = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    for body, param in (
+        ({**base, "stop": deep}, "stop"),
+        ({**base, "messages": [{"role": "user", "content": "\ud800"}]}, "messages"),
+        ({**base, "seed": float("inf")}, "seed"),
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            chat_request_from(body)
+        assert refused.value.param == param
+
+
+def test_a_json_schema_nested_like_real_ones_still_passes():
+    schema: dict[str, object] = {"type": "string"}
+    for _ in range(20):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    chat = chat_request_from(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x \u00e9 \U0001f600"}],
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+        }
+    )
+    assert chat.options["response_format"]["json_schema"]["schema"] == schema

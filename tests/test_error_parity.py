@@ -139,3 +139,52 @@ def test_a_key_revoked_while_its_socket_is_open_is_refused_at_the_next_message(p
                 assert asyncio.get_running_loop().time() < deadline, "still served when revoked"
 
     assert asyncio.run(scenario()) == ("ready", "invalid_api_key")
+
+
+def test_bodies_the_fuzz_broke_the_gateway_with_get_a_400_on_every_endpoint(platform):
+    """Found by tests/test_fuzz.py (issue 14): nesting past the JSON decoder's limit, and a
+    request id with a lone surrogate (it becomes a Redis key), were 500s."""
+    url, key = platform["gateway"].url, platform["key"]
+    cases = [
+        ("/v1/chat/completions", b"[" * 100_000),
+        ("/v1/cache/false-hits", b"[" * 100_000),
+        ("/v1/cache/false-hits", b'{"request_id": "chatcmpl-\\ud800"}'),
+    ]
+
+    async def scenario() -> list[tuple[int, str]]:
+        answers = []
+        async with aiohttp.ClientSession() as session:
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            for path, body in cases:
+                async with session.post(url + path, data=body, headers=headers) as response:
+                    payload = await response.json(content_type=None)
+                    answers.append((response.status, payload["error"]["code"]))
+        return answers
+
+    assert asyncio.run(scenario()) == [(400, "invalid_request")] * len(cases)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("POST", "/v1/responses/resp_1/cancel", 404, "not_found"),
+        ("GET", "/v1/chat/completions", 405, "method_not_allowed"),
+        ("DELETE", "/v1/models", 405, "method_not_allowed"),
+    ],
+)
+def test_every_answer_under_v1_is_an_openai_error_even_for_paths_not_served(
+    platform, method, path, status, code
+):
+    """A client library parses whatever /v1/ answers as JSON: Django's HTML 404 page or an
+    empty 405 made it fail on parsing instead of reporting the error."""
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=10)
+    headers = {"Authorization": f"Bearer {platform['key']}", "Content-Type": "application/json"}
+    connection.request(method, path, body=b"{}" if method == "POST" else None, headers=headers)
+    response = connection.getresponse()
+    body = json.loads(response.read())
+    assert response.status == status
+    assert response.getheader("Content-Type", "").startswith("application/json")
+    assert body["error"]["code"] == code and body["error"]["message"]

@@ -188,3 +188,20 @@ def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform):
     assert report(platform, platform["key"], {"request_id": request_id})[0] == 404
     assert report(platform, platform["key"], {"id": 1})[0] == 400
     assert metric_lines(platform)["sluice_cache_false_hits_total"] == 1
+
+
+def test_a_hit_after_redis_forgot_its_scripts_still_raises_the_entrys_value(platform):
+    """Hits are counted by script SHA in the hit's one pipeline; after a Redis restart
+    (SCRIPT FLUSH here) the count must not be lost, or eviction would undervalue it."""
+    client = platform["client"]
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    assert [ask(client)[1] for _ in range(2)] == ["miss", "hit-exact"]
+    cache.script_flush()
+    assert ask(client)[1] == "hit-exact"
+    team = platform["team"].pk
+
+    def frequency() -> int | None:
+        [meta] = cache.hvals(f"sluice:cache:gdsf:{{exact:{team}}}:meta")
+        return int(json.loads(meta)["f"]) if json.loads(meta)["f"] == 3 else None
+
+    assert wait_until(frequency, 5, "the third request's hit to be counted") == 3

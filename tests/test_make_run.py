@@ -13,20 +13,25 @@ import urllib.request
 
 import openai
 import pytest
+import redis
 
 from foundation.embedded_redis import free_port, port_is_free
-from tests.conftest import REPO_ROOT
+from inference.worker_command import EMBEDDED_MODEL
+from tests.conftest import MESSAGES, REPO_ROOT
+from tests.sims import SimProcess
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.live
 
 READY_TIMEOUT_S = 360
+# What `make run` starts itself unless told where they are.
+SHARED_SERVICES = ("REDIS_URL", "CACHE_REDIS_URL", "DATABASE_URL")
 
 
 class Launcher:
     def __init__(self, var_dir, port, **extra_env):
         self.port = port
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+        env = {k: v for k, v in os.environ.items() if k not in SHARED_SERVICES}
         env.update(SLUICE_VAR_DIR=str(var_dir), PORT=str(port), **extra_env)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gateway.launcher"],
@@ -136,7 +141,7 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
     launcher.wait_for(r"celery@\S+ ready", timeout=60)
 
     # A second terminal: manage.py reaches the same database and Redis with no exports.
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env = {k: v for k, v in os.environ.items() if k not in SHARED_SERVICES}
     env["SLUICE_VAR_DIR"] = str(tmp_path / "var")
     key_id = curl.group(1).split("-")[2]
     revoke = subprocess.run(
@@ -181,8 +186,9 @@ def test_a_failed_start_says_why_and_leaves_no_process_behind(launch, tmp_path):
     launcher = launch(SLUICE_EMBEDDED_WORKER="0", SLUICE_SERVER="nope")
     launcher.wait_for(r"SLUICE_SERVER='nope' is not one of uvicorn, daphne", timeout=60)
     assert launcher.process.wait(timeout=30) == 2
-    redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
-    assert port_is_free(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    for recorded in ("redis.url", "cache-redis.url"):
+        url = (tmp_path / "var" / recorded).read_text().strip()
+        assert port_is_free(int(url.rsplit(":", 1)[1].split("/")[0]))
 
 
 def test_children_do_not_outlive_a_killed_supervisor(launch, tmp_path):
@@ -207,3 +213,84 @@ def test_daphne_stays_selectable(launch):
         launcher.wait_for(r"Usage:\s+curl -s -H 'Authorization: Bearer (\S+)' (\S+)")
     )
     assert status == 200 and '"team":"demo"' in body
+
+
+def recorded_redis(var_dir, name):
+    return redis.Redis.from_url((var_dir / name).read_text().strip(), decode_responses=True)
+
+
+def test_the_caches_get_their_own_capped_redis_and_the_primary_never_evicts(launch, tmp_path):
+    sim = SimProcess(model=EMBEDDED_MODEL)
+    try:
+        launcher = launch(
+            SLUICE_EMBEDDED_WORKER="0",
+            SLUICE_WORKERS=f"{EMBEDDED_MODEL}@{sim.url}",
+            CACHE_REDIS_MAXMEMORY="64mb",
+        )
+        launcher.wait_for(r"Sluice is ready")
+        var = tmp_path / "var"
+        primary, caches = recorded_redis(var, "redis.url"), recorded_redis(var, "cache-redis.url")
+        assert primary.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert caches.config_get("maxmemory") == {"maxmemory": str(64 * 1024 * 1024)}
+        # Only keys with a TTL may go: cache entries, never the GDSF index (eviction.py).
+        assert caches.config_get("maxmemory-policy") == {"maxmemory-policy": "volatile-lru"}
+        with urllib.request.urlopen(f"http://127.0.0.1:{launcher.port}/readyz") as response:
+            checks = json.loads(response.read())["checks"]
+        assert checks == {"database": "ok", "redis": "ok", "cache_redis": "ok"}
+
+        # The gateway's processes use it: a deterministic reply is kept there, not in the
+        # primary Redis, which holds the team's admission counters.
+        key = launcher.wait_for(r"API key:\s+(\S+)").group(1)
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{launcher.port}/v1", api_key=key, max_retries=0
+        )
+
+        def answered_twice() -> bool:
+            for _ in range(2):
+                client.chat.completions.create(
+                    model=EMBEDDED_MODEL, messages=MESSAGES, temperature=0, max_tokens=5
+                )
+            return True
+
+        wait_until(
+            answered_twice,
+            20,
+            "the gateway to serve the simulator (the scraper publishes it)",
+            ignoring=(openai.InternalServerError,),
+            poll_s=0.5,
+        )
+        wait_until(lambda: caches.keys("sluice:cache:exact:*"), 5, "the reply to be cached")
+        assert not primary.keys("sluice:cache:*") and primary.dbsize() > 0
+
+        # A second terminal finds the cache Redis too, with no exports.
+        env = {k: v for k, v in os.environ.items() if k not in SHARED_SERVICES}
+        env["SLUICE_VAR_DIR"] = str(var)
+        shown = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", SHOW_CACHE_REDIS_URL],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shown.stdout.splitlines()[-1] == (var / "cache-redis.url").read_text().strip()
+        cache_port = caches.connection_pool.connection_kwargs["port"]
+    finally:
+        sim.stop()
+    launcher.stop()
+    assert port_is_free(cache_port)
+
+
+SHOW_CACHE_REDIS_URL = "from django.conf import settings; print(settings.CACHE_REDIS_URL)"
+
+
+def test_a_given_redis_url_without_a_cache_redis_url_is_shared_with_a_warning(
+    launch, tmp_path, redis_url
+):
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "cache-redis.url").write_text("redis://127.0.0.1:1/0\n")  # stale
+    launcher = launch(SLUICE_EMBEDDED_WORKER="0", SLUICE_SERVER="nope", REDIS_URL=redis_url)
+    launcher.wait_for(r"warning: REDIS_URL is set and CACHE_REDIS_URL is not", timeout=60)
+    launcher.wait_for(r"SLUICE_SERVER='nope' is not one of", timeout=60)
+    assert launcher.process.wait(timeout=30) == 2
+    assert not (tmp_path / "var" / "cache-redis.url").exists()

@@ -17,7 +17,10 @@ authenticate = async_to_sync(authenticate_key)
 
 @pytest.fixture
 def team():
-    return actions.create_team("Acme", requests_per_minute=60, tokens_per_minute=10_000)
+    # Its own policy: these two limits and no others (not the platform default's).
+    return actions.create_team(
+        "Acme", **{**actions.NO_LIMITS, "requests_per_minute": 60, "tokens_per_minute": 10_000}
+    )
 
 
 @pytest.fixture

@@ -111,6 +111,20 @@ def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):
     assert ask(client, "What's its population?", france, max_tokens=6)[1] == "miss"
 
 
+def test_questions_that_only_start_alike_past_the_embedding_window_never_share_a_reply(
+    platform,
+):
+    """Within 1,000 characters but past the model's 256 tokens (dense CJK text), two
+    questions that differ only at the end embed identically: neither may answer the other."""
+    client = platform["client"]
+    shared = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 22  # ~550 characters
+    assert len(shared) < 1000
+    assert ask(client, shared + "问题是什么颜色")[1] == "miss"
+    assert ask(client, shared + "问题是哪一年")[1] == "miss"
+    skipped = 'sluice_cache_semantic_skips_total{reason="too_long"}'
+    assert metric_lines(platform)[skipped] == 2
+
+
 def test_another_team_never_gets_a_semantic_hit(platform):
     ask(platform["client"], "What is the capital of France?")
     other = actions.issue_api_key(actions.create_team("Other")).plaintext

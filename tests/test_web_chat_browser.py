@@ -52,7 +52,7 @@ def long_prompt(min_words: int) -> str:
 def live_chat(redis_url: str) -> Iterator[str]:
     sim = SimProcess(profile=PROFILE, model="sim-upstream")
     try:
-        team = actions.create_team("Acme", requests_per_minute=100)
+        team = actions.create_team("Acme", **{**actions.NO_LIMITS, "requests_per_minute": 100})
         deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
         fleet.register_worker(deployment, sim.url, registered_by="test")
         user = get_user_model().objects.create_user("ann", password=PASSWORD)

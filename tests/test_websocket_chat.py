@@ -38,7 +38,8 @@ def sim(upstream_sim):
 
 @pytest.fixture
 def api_key(sim):
-    team = actions.create_team("Acme", requests_per_minute=100)
+    # Its own policy: 100 requests per minute and no other limit (not the default's).
+    team = actions.create_team("Acme", **{**actions.NO_LIMITS, "requests_per_minute": 100})
     deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
     fleet.register_worker(deployment, sim.url, registered_by="test")
     return actions.issue_api_key(team).plaintext

@@ -49,9 +49,12 @@ local function drop(entry, meta)
   return meta.s
 end
 
--- Remove every entry whose expiry has passed; returns their keys.
-local function purge_expired(now)
-  local expired = redis.call('ZRANGE', idx.expiry, '-inf', now, 'BYSCORE')
+-- Remove up to `limit` entries whose expiry has passed, oldest first; returns their keys.
+-- Bounded so that no script does work proportional to a namespace's backlog (a script
+-- blocks the whole Redis while it runs): each call removes at most `limit`, and the next
+-- admission or purge() call continues where it stopped.
+local function purge_expired(now, limit)
+  local expired = redis.call('ZRANGE', idx.expiry, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
   for _, entry in ipairs(expired) do
     local meta = read_meta(entry)
     if meta then

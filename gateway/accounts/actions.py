@@ -16,12 +16,14 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Field
 from django.utils import timezone
 from django.utils.text import slugify
 
 from gateway.accounts.keys import new_key
-from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
+from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, Membership, QuotaPolicy, Team
 from gateway.accounts.records import (
+    DEFAULT_LIMITS_ID,
     key_record_from_row,
     key_records,
     quota_limits_from_row,
@@ -36,7 +38,16 @@ QUOTA_FIELDS = (
     "tokens_per_month",
     "budget_per_month_usd",
     "max_tokens_cap",
+    "queue_weight",
+    "max_concurrent_requests",
 )
+# Every limit a policy can leave empty, set to "no limit": create_team(name, **NO_LIMITS)
+# makes a team deliberately unlimited (its own policy, so the default does not apply).
+NO_LIMITS: dict[str, None] = {
+    name: None
+    for name in QUOTA_FIELDS
+    if isinstance(field := QuotaPolicy._meta.get_field(name), Field) and field.null
+}
 DEFAULT_SCOPES = (ApiKey.Scope.INFERENCE.value,)
 
 
@@ -57,17 +68,27 @@ def _check_limits(limits: dict[str, Any]) -> None:
             raise ValidationError({name: f"{name} must be zero or more, not {value}."})
 
 
+def default_policy_values() -> dict[str, Any]:
+    """The platform default's current limits, by field (what a team's own policy starts as)."""
+    policy = DefaultQuotaPolicy.load()
+    return {name: getattr(policy, name) for name in QUOTA_FIELDS}
+
+
 @transaction.atomic
 def create_team(name: str, **limits: int | Decimal | None) -> Team:
+    """Without limits the team follows the platform default (no policy of its own). With
+    any, it gets its own policy: the limits given (None: no limit), the rest copied from
+    the default as it is now."""
     _check_limits(limits)
     name = name.strip()
     team = Team(name=name, slug=slugify(name))
     team.full_clean()
     team.save()
-    policy = QuotaPolicy(team=team, **limits)
-    policy.full_clean()
-    policy.save()
-    logger.info("created team %s (id %s) with limits %s", team.name, team.pk, limits)
+    if limits:
+        policy = QuotaPolicy(team=team, **{**default_policy_values(), **limits})
+        policy.full_clean()
+        policy.save()
+    logger.info("created team %s (id %s) with limits %s", team.name, team.pk, limits or "default")
     return team
 
 
@@ -141,9 +162,10 @@ def revoke_api_key(key: ApiKey) -> ApiKey:
 
 @transaction.atomic
 def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPolicy:
-    """Concurrent changes serialize on the row; the published record is the saved one."""
+    """Concurrent changes serialize on the row; the published record is the saved one. A
+    team that followed the default gets its own policy: a copy of the default, changed."""
     _check_limits(changes)
-    QuotaPolicy.objects.get_or_create(team=team)
+    QuotaPolicy.objects.get_or_create(team=team, defaults=default_policy_values())
     policy = QuotaPolicy.objects.select_for_update().get(team=team)
     for name, value in changes.items():
         setattr(policy, name, value)
@@ -151,6 +173,30 @@ def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPol
     policy.save()
     team_limits.publish(str(team.pk), quota_limits_from_row(policy))
     logger.info("changed quota policy of team %s: %s", team.name, changes)
+    return policy
+
+
+@transaction.atomic
+def use_default_quota(team: Team) -> None:
+    """The team drops its own policy and follows the platform default again."""
+    QuotaPolicy.objects.filter(team=team).delete()
+    team_limits.publish(str(team.pk), None)
+    logger.info("team %s follows the default quota policy", team.name)
+
+
+@transaction.atomic
+def update_default_quota(**changes: int | Decimal | None) -> DefaultQuotaPolicy:
+    """Change the platform default; every team without its own policy has the new limits
+    in every process within AUTH_PROCESS_CACHE_TTL_S (one publish covers them all)."""
+    _check_limits(changes)
+    DefaultQuotaPolicy.load()
+    policy = DefaultQuotaPolicy.objects.select_for_update().get(pk=DefaultQuotaPolicy.SINGLETON_ID)
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    policy.full_clean()
+    policy.save()
+    team_limits.publish(DEFAULT_LIMITS_ID, quota_limits_from_row(policy))
+    logger.info("changed the default quota policy: %s", changes)
     return policy
 
 

@@ -3,10 +3,11 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from gateway.accounts import actions
-from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
+from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, Membership, QuotaPolicy, Team
 from gateway.accounts.records import (
     key_record_from_row,
     key_records,
@@ -22,8 +23,12 @@ class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 class QuotaPolicyInline(admin.StackedInline):  # type: ignore[type-arg]
+    """A team's own policy. Without one the form shows the platform default's values and,
+    left unchanged, saves nothing: the team keeps following the default. Deleting it puts
+    the team back on the default."""
+
     model = QuotaPolicy
-    can_delete = False
+    verbose_name = "own quota policy (unchanged: the team follows the default quota policy)"
 
 
 @admin.register(Team)
@@ -33,6 +38,18 @@ class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaPolicyInline, MembershipInline]
 
+    def get_formset_kwargs(
+        self,
+        request: HttpRequest,
+        obj: Team,
+        inline: admin.options.InlineModelAdmin,  # type: ignore[type-arg]
+        prefix: str,
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, QuotaPolicyInline):
+            kwargs["initial"] = [actions.default_policy_values()]
+        return kwargs
+
     def save_related(
         self,
         request: HttpRequest,
@@ -41,9 +58,11 @@ class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         change: bool,
     ) -> None:
         super().save_related(request, form, formsets, change)
-        # The inline saved the policy directly; share it so every process sees it.
+        # The inline saved (or deleted) the policy directly; share it so every process sees
+        # it ("missing": the team follows the default).
         policy = QuotaPolicy.objects.filter(team=form.instance).first()
-        team_limits.publish(str(form.instance.pk), quota_limits_from_row(policy))
+        limits = None if policy is None else quota_limits_from_row(policy)
+        team_limits.publish(str(form.instance.pk), limits)
 
 
 @admin.register(Membership)
@@ -54,11 +73,58 @@ class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(QuotaPolicy)
 class QuotaPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Teams' own policies; deleting one puts its team back on the default."""
+
     list_display = ["team", *actions.QUOTA_FIELDS]
+    fields = ["team", *actions.QUOTA_FIELDS]
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # A new policy starts as the default: a field left as shown keeps the default's
+        # limit, where an empty one would mean "unlimited".
+        initial: dict[str, Any] = super().get_changeform_initial_data(request)
+        return {**actions.default_policy_values(), **initial}
 
     def save_model(self, request: HttpRequest, obj: QuotaPolicy, form: Any, change: bool) -> None:
         changes = {name: getattr(obj, name) for name in actions.QUOTA_FIELDS}
         actions.update_quota_policy(obj.team, **changes)
+
+    def delete_model(self, request: HttpRequest, obj: QuotaPolicy) -> None:
+        actions.use_default_quota(obj.team)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[QuotaPolicy]) -> None:
+        for policy in queryset.select_related("team"):
+            actions.use_default_quota(policy.team)
+
+
+@admin.register(DefaultQuotaPolicy)
+class DefaultQuotaPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The one platform default, changed in place: nothing to add or delete, and the list
+    goes straight to it. Changing it needs accounts.change_defaultquotapolicy."""
+
+    fields = [*actions.QUOTA_FIELDS, "updated_at"]
+    readonly_fields = ["updated_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            return super().changelist_view(request, extra_context)  # Django's refusal
+        policy = DefaultQuotaPolicy.load()
+        return HttpResponseRedirect(
+            reverse("admin:accounts_defaultquotapolicy_change", args=[policy.pk])
+        )
+
+    def save_model(
+        self, request: HttpRequest, obj: DefaultQuotaPolicy, form: Any, change: bool
+    ) -> None:
+        changes = {name: getattr(obj, name) for name in actions.QUOTA_FIELDS}
+        actions.update_default_quota(**changes)
 
 
 @admin.register(ApiKey)

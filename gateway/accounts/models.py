@@ -1,4 +1,5 @@
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
@@ -39,10 +40,13 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} ({self.role})"
 
 
-class QuotaPolicy(models.Model):
-    """A team's limits. An empty field means no limit of that kind."""
+class QuotaFields(models.Model):
+    """The limits a quota policy sets. An empty field means no limit of that kind.
 
-    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="quota")
+    Shared by a team's own policy and the platform default, so a limit added to one is a
+    limit of the other too.
+    """
+
     requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
     tokens_per_month = models.PositiveBigIntegerField(null=True, blank=True)
@@ -56,7 +60,30 @@ class QuotaPolicy(models.Model):
     max_tokens_cap = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)]
     )
+    # Fair queueing: while workers are full, queued requests are served across teams in
+    # proportion to their weights, so a team flooding the queue delays mostly itself.
+    queue_weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Share of queued slots relative to other teams (1 = an equal share).",
+    )
+    max_concurrent_requests = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Most requests of this team generating at once; empty means no cap.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class QuotaPolicy(QuotaFields):
+    """A team's own limits, all of them: an empty field is unlimited for this team. A team
+    without one follows DefaultQuotaPolicy, live (docs/accounts.md, "Quotas")."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="quota")
 
     class Meta:
         verbose_name_plural = "quota policies"
@@ -70,6 +97,58 @@ class QuotaPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"quota for {self.team}"
+
+
+def default_limits_from_settings() -> dict[str, int]:
+    """What the platform default starts as: the DEFAULT_* settings (gateway/settings.py)."""
+    return {
+        "requests_per_minute": settings.DEFAULT_REQUESTS_PER_MINUTE,
+        "tokens_per_minute": settings.DEFAULT_TOKENS_PER_MINUTE,
+        "tokens_per_month": settings.DEFAULT_TOKENS_PER_MONTH,
+        "max_tokens_cap": settings.DEFAULT_MAX_TOKENS_CAP,
+    }
+
+
+class DefaultQuotaPolicy(QuotaFields):
+    """The limits of every team without a QuotaPolicy of its own: exactly one row (id 1).
+
+    A model of its own, not a QuotaPolicy row flagged as the default: QuotaPolicy.team stays
+    required, so nothing that reads team policies (dashboards, bills) can take the default
+    for a team's by accident, and "one row" is a check constraint rather than a partial
+    unique index. The row is created from the DEFAULT_* settings on first read (`load`),
+    not by a data migration, so a fresh or flushed database gets it back on first use; from
+    then on the admin is the source of truth and the settings are not read again.
+    """
+
+    SINGLETON_ID = 1
+
+    class Meta:
+        verbose_name = "default quota policy"
+        verbose_name_plural = "default quota policy"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(id=1), name="one_default_quota_policy"),
+            models.CheckConstraint(
+                condition=models.Q(budget_per_month_usd__gte=0)
+                | models.Q(budget_per_month_usd__isnull=True),
+                name="default_budget_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return "default quota policy (teams without their own)"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.pk = self.SINGLETON_ID
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls) -> "DefaultQuotaPolicy":
+        """The row, created from the settings if missing (a concurrent creator wins: its
+        insert makes ours fail and get_or_create reads it instead)."""
+        policy, _ = cls.objects.get_or_create(
+            pk=cls.SINGLETON_ID, defaults=default_limits_from_settings()
+        )
+        return policy
 
 
 class ApiKey(models.Model):

@@ -9,13 +9,14 @@ gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 import calendar
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from foundation.lua import LuaScript
-from foundation.redis_clients import REDIS_FAILURES, async_redis
+from foundation.redis_clients import REDIS_FAILURES, async_redis, async_redis_batch
 from gateway.accounts.records import QuotaLimits
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,9 @@ class Reservation:
     bucket_second: int
     month: str
     state: RateLimitState
+    # The limits it was admitted under; the dispatcher reads the team's queue weight and
+    # concurrency cap from them, with no second lookup.
+    limits: QuotaLimits = field(default_factory=QuotaLimits)
 
 
 _ADMIT = LuaScript(_LUA_DIR / "admit.lua")
@@ -105,6 +109,11 @@ def key_counter_key(team_id: int, key_id: str | None) -> str:
 
 def month_of(epoch: float) -> tuple[str, int]:
     """The UTC calendar month as YYYY-MM, and the epoch second the next one starts."""
+    return _month_of_second(int(epoch))
+
+
+@lru_cache(maxsize=4)  # every admission asks, within the same few seconds
+def _month_of_second(epoch: int) -> tuple[str, int]:
     moment = datetime.fromtimestamp(epoch, tz=UTC)
     year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
     return f"{moment:%Y-%m}", calendar.timegm((year, month, 1, 0, 0, 0))
@@ -145,7 +154,7 @@ async def admit(
         next_month,
     ]
     try:
-        reply = await _ADMIT.run(async_redis(), keys, args)
+        reply = await _ADMIT.run_batched(async_redis_batch(), keys, args)
     except REDIS_FAILURES as exc:
         logger.error(
             "admission refused for team %s: Redis failed: %s: %s",
@@ -169,11 +178,13 @@ async def admit(
         bucket_second=int(reply[1]),
         month=month,
         state=_state(limits, reply[2:]),
+        limits=limits,
     )
 
 
-async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros: int) -> None:
-    """Settle a reservation to real usage; an aborted stream passes what it produced."""
+def _reconcile_call(
+    reservation: Reservation, used_tokens: int, used_cost_micros: int
+) -> tuple[list[str], list[int | str]]:
     counters = team_counter_keys(reservation.team_id, reservation.month)
     keys = [
         counters["tokens_per_minute"],
@@ -185,6 +196,22 @@ async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros
         used_tokens - reservation.tokens,
         used_cost_micros - reservation.cost_micros,
     ]
+    return keys, args
+
+
+def reconcile_command(
+    reservation: Reservation, used_tokens: int, used_cost_micros: int
+) -> tuple[Any, ...]:
+    """reconcile() as one raw command, for the caller's pipeline or batch, so settling a
+    request costs one round trip (by SHA: the script was loaded by admit(); a NOSCRIPT
+    reply, after a Redis restart, is the caller's to retry with reconcile())."""
+    keys, args = _reconcile_call(reservation, used_tokens, used_cost_micros)
+    return ("EVALSHA", _RECONCILE.sha, len(keys), *keys, *args)
+
+
+async def reconcile(reservation: Reservation, used_tokens: int, used_cost_micros: int) -> None:
+    """Settle a reservation to real usage; an aborted stream passes what it produced."""
+    keys, args = _reconcile_call(reservation, used_tokens, used_cost_micros)
     try:
         await _RECONCILE.run(async_redis(), keys, args)
     except REDIS_FAILURES as exc:

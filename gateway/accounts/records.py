@@ -1,12 +1,26 @@
 """Key and quota records as authentication and admission read them, through the
-cross-process record cache (foundation/record_cache.py)."""
+cross-process record cache (foundation/record_cache.py).
+
+A team's limits are its own QuotaPolicy or, for a team without one, the platform default
+(DefaultQuotaPolicy). Both live in one record cache: the team's id holds its own limits or
+"missing", and DEFAULT_LIMITS_ID holds the default, so an edit of the default is one publish
+that every team following it sees, and clearing the cache clears both.
+"""
 
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from foundation.record_cache import RecordCache
-from gateway.accounts.models import ApiKey, QuotaPolicy
+from gateway.accounts.models import (
+    ApiKey,
+    DefaultQuotaPolicy,
+    QuotaFields,
+    QuotaPolicy,
+    default_limits_from_settings,
+)
+
+DEFAULT_LIMITS_ID = "default"
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,8 @@ class QuotaLimits:
     tokens_per_month: int | None = None
     budget_per_month_micros: int | None = None
     max_tokens_cap: int | None = None
+    queue_weight: int = 1
+    max_concurrent_requests: int | None = None
 
 
 def key_record_from_row(key: ApiKey) -> KeyRecord:
@@ -45,7 +61,9 @@ def key_record_from_row(key: ApiKey) -> KeyRecord:
     )
 
 
-def quota_limits_from_row(policy: QuotaPolicy | None) -> QuotaLimits:
+def quota_limits_from_row(policy: QuotaFields | None) -> QuotaLimits:
+    """A policy row's limits; None (no row) is unlimited: callers that mean "this team's
+    limits" use effective_limits, which falls back to the default."""
     if policy is None:
         return QuotaLimits()
     budget = policy.budget_per_month_usd
@@ -55,6 +73,8 @@ def quota_limits_from_row(policy: QuotaPolicy | None) -> QuotaLimits:
         tokens_per_month=policy.tokens_per_month,
         budget_per_month_micros=None if budget is None else int(budget * Decimal(1_000_000)),
         max_tokens_cap=policy.max_tokens_cap,
+        queue_weight=policy.queue_weight,
+        max_concurrent_requests=policy.max_concurrent_requests,
     )
 
 
@@ -63,9 +83,24 @@ def _load_key(lookup_id: str) -> KeyRecord | None:
     return None if key is None else key_record_from_row(key)
 
 
-def _load_limits(team_id: str) -> QuotaLimits | None:
-    policy = QuotaPolicy.objects.filter(team_id=int(team_id)).first()
-    return quota_limits_from_row(policy)
+def policy_for_team(team_id: int) -> QuotaFields:
+    """The policy that governs the team: its own, or the platform default."""
+    own = QuotaPolicy.objects.filter(team_id=team_id).first()
+    return own if own is not None else DefaultQuotaPolicy.load()
+
+
+def effective_limits(team_id: int) -> QuotaLimits:
+    """The team's limits read from the database (management API, dashboards); the request
+    path uses limits_for_team."""
+    return quota_limits_from_row(policy_for_team(team_id))
+
+
+def _load_limits(ident: str) -> QuotaLimits | None:
+    """The default's limits, or a team's own (None: the team follows the default)."""
+    if ident == DEFAULT_LIMITS_ID:
+        return quota_limits_from_row(DefaultQuotaPolicy.load())
+    policy = QuotaPolicy.objects.filter(team_id=int(ident)).first()
+    return None if policy is None else quota_limits_from_row(policy)
 
 
 def _decode_key(data: dict[str, Any]) -> KeyRecord:
@@ -81,5 +116,11 @@ team_limits: RecordCache[QuotaLimits] = RecordCache(
 
 
 async def limits_for_team(team_id: int) -> QuotaLimits:
-    """The team's current limits; a team without a policy is unlimited."""
-    return await team_limits.get(str(team_id)) or QuotaLimits()
+    """The team's current limits: its own policy, or the platform default if it has none."""
+    own = await team_limits.get(str(team_id))
+    if own is not None:
+        return own
+    default = await team_limits.get(DEFAULT_LIMITS_ID)
+    # The loader always finds the default; "missing" could only be a hand-written Redis
+    # record, and then the settings' limits apply rather than none.
+    return default if default is not None else QuotaLimits(**default_limits_from_settings())

@@ -21,7 +21,12 @@ from gateway.accounts.authentication import bearer_token
 from gateway.serving.admission import ApiKeyCredential
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
-from gateway.serving.pipeline import model_of, new_request_id, open_completion
+from gateway.serving.pipeline import (
+    model_of,
+    new_request_id,
+    open_completion,
+    rate_limit_headers_of,
+)
 from inference.chat_request import InvalidRequest, parse_chat_request
 from inference.deployments import catalog
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
@@ -53,18 +58,20 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         )
     except DOMAIN_ERRORS as exc:
         error = api_error(exc)
-        return _finish(error.response(), request_id, {}, model_of(exc))
-    headers, model = run.response_headers(), run.deployment.name
+        return _finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
+    model = run.deployment.name
     if run.chat.stream:
         stream = StreamingHttpResponse(_sse(run), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
-        return _finish(stream, request_id, headers, model)
-    async with run:
+        return _finish(stream, request_id, run.response_headers(), model)
+    failure: ApiError | None = None
+    async with run:  # settles before the reply goes out: its time is the gateway's
         try:
             body = await _collect(run)
         except DOMAIN_ERRORS as exc:
-            return _finish(api_error(exc).response(), request_id, headers, model)
-    return _finish(JsonResponse(body), request_id, headers, model)
+            failure = api_error(exc)
+    reply = JsonResponse(body) if failure is None else failure.response()
+    return _finish(reply, request_id, run.response_headers(), model)
 
 
 async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
@@ -129,11 +136,14 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
 def _false_hit_request_id(raw: bytes) -> str:
     try:
         body = json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: deep nesting
         raise InvalidRequest("The body is not valid JSON.") from None
     request_id = body.get("request_id") if isinstance(body, dict) else None
     if not (
-        isinstance(request_id, str) and request_id.startswith("chatcmpl-") and len(request_id) <= 64
+        isinstance(request_id, str)
+        and request_id.startswith("chatcmpl-")
+        and len(request_id) <= 64
+        and request_id.isascii()  # it becomes a Redis key: a lone surrogate cannot be encoded
     ):
         raise InvalidRequest('Send {"request_id": "chatcmpl-..."}.', "request_id")
     return request_id

@@ -4,7 +4,8 @@ serving pipeline, as the HTTP view is.
 The socket holds a credential (the logged-in user, or the key from an auth message); the
 pipeline authorizes it again for every chat message, so a revoked key or a user taken out
 of their team is refused at their next message, not at their next connection. Errors use
-the same table, so a fault has the same code here as over HTTP.
+the same table, so a fault has the same code here as over HTTP. Message rates and failed
+authentications are limited per socket and per client address (gateway/chat/limits.py).
 """
 
 import asyncio
@@ -21,6 +22,8 @@ from foundation.redis_clients import RedisUnavailable
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import limits_for_team
+from gateway.chat.history import ChatThread, completion_body, reply_figures
+from gateway.chat.limits import SocketLimits
 from gateway.serving.admission import (
     ApiKeyCredential,
     Credential,
@@ -48,6 +51,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     generation: "asyncio.Task[None] | None"
     streaming: bool  # a reply is on its way; "done" clears it, before the quota follows
     failed_auths: int
+    limits: SocketLimits
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -56,13 +60,22 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.generation = None
         self.streaming = False
         self.failed_auths = 0
+        self.limits = SocketLimits(self.scope)
         await self.accept()
         if logged_in:
             await self._send_quota()
+            return
+        # An address locked out for guessing keys learns it at once, not after a guess.
+        refusal = await self.limits.auth_lockout()
+        if refusal is not None and refusal.status == 429:
+            await self._error(refusal)
+            await self.close(code=4429)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The HTTP body limit holds here too: a larger message is refused and the socket
-        closed (1009, "message too big") before any of it is parsed."""
+        closed (1009, "message too big") before any of it is parsed. Then the message rate
+        limits (gateway/chat/limits.py): a message over them is refused unparsed, and a
+        socket that keeps sending through refusals is closed (4429)."""
         size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
         if size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -70,9 +83,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(ApiError(413, message, "request_too_large"))
             await self.close(code=1009)
             return
+        refusal = await self.limits.admit_message()
+        if refusal is not None:
+            await self._error(refusal)
+            if self.limits.should_close:
+                await self.close(code=4429)
+            return
         try:
             content = json.loads(text_data or "", parse_constant=_not_json)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             await self._error(ApiError(400, "Messages are JSON text frames.", "invalid_request"))
             return
         await self.receive_json(content)
@@ -84,7 +103,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "auth":
-            await self._authenticate(str(content.get("api_key", "")))
+            api_key = content.get("api_key")
+            await self._authenticate(api_key if isinstance(api_key, str) else "")
         elif kind == "chat":
             await self._start(content)
         elif kind == "stop":
@@ -95,6 +115,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(ApiError(400, message, "invalid_request"))
 
     async def _authenticate(self, api_key: str) -> None:
+        # A locked-out address is refused before its key is looked at: even a right key
+        # would tell a guesser they had found one.
+        lockout = await self.limits.auth_lockout()
+        if lockout is not None:
+            await self._error(lockout)
+            if lockout.status == 429:
+                await self.close(code=4429)
+            return
         credential = ApiKeyCredential(api_key)
         try:
             await credential.authorize()
@@ -104,9 +132,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if error.status not in (401, 403):
                 return  # Redis unreachable, say: not the client's guess
             self.failed_auths += 1
-            if self.failed_auths >= MAX_FAILED_AUTHS:
+            refusal = await self.limits.count_failed_auth()  # per address, across sockets
+            if refusal is None and self.failed_auths >= MAX_FAILED_AUTHS:
                 message = f"{MAX_FAILED_AUTHS} failed authentications: connect again to retry."
-                await self._error(ApiError(429, message, "too_many_failed_authentications"))
+                refusal = ApiError(429, message, "too_many_failed_authentications")
+            if refusal is not None:
+                await self._error(refusal)
                 await self.close(code=4429)
             return
         self.credential = credential
@@ -119,18 +150,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 api_error(Busy("A reply is still streaming; send {type: stop} first."))
             )
             return
-        body = {k: v for k, v in content.items() if k != "type"}
+        # A logged-in user's message may name a conversation to keep the reply in
+        # (gateway/chat/history.py): checked to be theirs before any token is spent.
+        thread = await ChatThread.from_message(self.credential, content)
+        if isinstance(thread, ApiError):
+            await self._error(thread)
+            return
+        body = completion_body(content)
         self.streaming = True
-        self.generation = asyncio.create_task(self._generate({**body, "stream": True}))
+        self.generation = asyncio.create_task(self._generate({**body, "stream": True}, thread))
 
-    async def _generate(self, body: dict[str, Any]) -> None:
+    async def _generate(self, body: dict[str, Any], thread: ChatThread) -> None:
         try:
-            await self._reply(body)
+            await self._reply(body, thread)
         finally:
             self.streaming = False
 
-    async def _reply(self, body: dict[str, Any]) -> None:
+    async def _reply(self, body: dict[str, Any], thread: ChatThread) -> None:
         request_id = new_request_id()
+        text: list[str] = []
         try:
             # The same caches as the HTTP API (a sampled chat bypasses them unless the
             # team's cache policy says to cache sampled requests too).
@@ -144,7 +182,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         async with run:  # its exit settles: reconciles the reservation, bills what was made
             try:
                 async for chunk in run.stream():
-                    await self._relay(request_id, chunk)
+                    text.append(await self._relay(request_id, chunk))
             except DOMAIN_ERRORS as exc:
                 self.streaming = False  # settles on the way out; the client may go on
                 await self._error(api_error(exc), request_id)
@@ -158,9 +196,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             "total_tokens": prompt + completion,
         }
         model, cache = run.deployment.name, str(run.cache_result)
+        saved = await thread.record(body, run, "".join(text), stopped=event == "stopped")
         self.streaming = False  # the client may send its next message once it reads this
         await self.send_json(
-            {"type": event, "id": request_id, "model": model, "cache": cache, "usage": usage}
+            {
+                "type": event,
+                "id": request_id,
+                "model": model,  # for model "auto", the deployment it routed to
+                "cache": cache,
+                "usage": usage,
+                **reply_figures(run),
+                **saved,
+            }
         )
         await self._send_quota()
 
@@ -177,14 +224,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return  # no longer authorized: the next chat message says why
         await self.send_json({"type": "quota", "limits": [item.as_dict() for item in usage]})
 
-    async def _relay(self, request_id: str, chunk: dict[str, Any]) -> None:
+    async def _relay(self, request_id: str, chunk: dict[str, Any]) -> str:
+        """Send the chunk's text on; returns it, for the reply that is kept."""
+        sent = []
         for choice in chunk.get("choices", []):
             text = (choice.get("delta") or {}).get("content")
             if text:
                 await self.send_json({"type": "delta", "id": request_id, "content": text})
+                sent.append(text)
+        return "".join(sent)
 
     async def _error(self, error: ApiError, request_id: str | None = None) -> None:
         event: dict[str, Any] = {"type": "error", **error.body()}
         if request_id is not None:
             event["id"] = request_id
+        retry_after = error.headers.get("Retry-After", "")
+        if retry_after.isdigit():  # a quota or a busy queue: when to try again, in seconds
+            event["retry_after"] = int(retry_after)
         await self.send_json(event)

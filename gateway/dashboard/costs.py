@@ -185,16 +185,17 @@ class Bill:
 def monthly_bills(p: Period, split: CostSplit) -> list[Bill]:
     """Each team's month-to-date bill (token prices, what its budget limits) beside its
     share of the GPU cost, for every team, with usage or not."""
-    from gateway.accounts.models import QuotaPolicy, Team
+    from gateway.accounts.models import DefaultQuotaPolicy, QuotaPolicy, Team
 
     budgets = dict(QuotaPolicy.objects.values_list("team_id", "budget_per_month_usd"))
+    default_budget = DefaultQuotaPolicy.load().budget_per_month_usd  # teams without their own
     gpu = split.by_team()
     billed: dict[int, int] = defaultdict(int)
     for line in split.lines:
         billed[line.team_id] += line.billed_micros
     bills = []
     for team in Team.objects.all():
-        budget = budgets.get(team.pk)
+        budget = budgets.get(team.pk, default_budget)
         bills.append(
             Bill(
                 team.name,

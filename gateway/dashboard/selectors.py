@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F, Max, QuerySet, Sum
 
 from foundation.redis_clients import REDIS_FAILURES
-from gateway.accounts.models import ApiKey, QuotaPolicy, Team
+from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, QuotaFields, QuotaPolicy, Team
 from gateway.accounts.quota_usage import LimitUsage, read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import quota_limits_from_row
@@ -129,7 +129,8 @@ def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
     for row in key_rows:
         keys.setdefault(row["team_id"], []).append(row)
     names = dict(ApiKey.objects.values_list("lookup_id", "name"))
-    policies = {q.team_id: q for q in QuotaPolicy.objects.all()}
+    policies: dict[int, QuotaFields] = {q.team_id: q for q in QuotaPolicy.objects.all()}
+    default = DefaultQuotaPolicy.load()  # for every team without its own policy
     result = []
     for team in Team.objects.all():
         row = per_team.get(team.pk, {})
@@ -143,7 +144,7 @@ def team_usage(p: Period, top: int = 5) -> list[TeamUsage]:
                 row.get("errors") or 0,
                 row.get("tokens") or 0,
                 row.get("cost_micros") or 0,
-                _limits(team.pk, policies.get(team.pk)),
+                _limits(team.pk, policies.get(team.pk, default)),
                 top_keys,
                 _rejected(team.pk, p),
             )
@@ -158,7 +159,7 @@ def _rejected(team_id: int, p: Period) -> dict[str, int] | None:
         return None
 
 
-def _limits(team_id: int, policy: QuotaPolicy | None) -> list[LimitUsage] | None:
+def _limits(team_id: int, policy: QuotaFields) -> list[LimitUsage] | None:
     try:
         return read_team_usage(team_id, quota_limits_from_row(policy))
     except (AdmissionUnavailable, ImproperlyConfigured):  # Redis down, or not configured

@@ -9,6 +9,7 @@ by the adapter after the stream, through `async with`.
 
 import asyncio
 import hmac
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -21,15 +22,20 @@ from caching import exact
 from caching.coalesce import Coalescer, Item, SharedGeneration
 from caching.outcome import Outcome
 from caching.responses import CachePlan
+from foundation import metrics
 from gateway.accounts.quotas import Reservation
 from gateway.serving import settlement
 from gateway.serving.admission import Target
 from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
-from scaling.routing.dispatcher import Dispatcher
+from inference.client import UpstreamError, count_prompt_tokens
+from inference.snapshot import WorkerView
+from scaling.routing.dispatcher import Dispatcher, Lease
+from scaling.routing.fair_queue import Tenant
 from scaling.routing.prefix import route_context
 from scaling.routing.streaming import stream_completion
 
+logger = logging.getLogger(__name__)
 Chunk = dict[str, Any]
 # One per process: the dispatcher's in-flight counts and the coalescer's shared generations
 # are this process's view.
@@ -56,8 +62,13 @@ class Completion:
         target: Target,
         reservation: Reservation,
         cache: CachePlan | None = None,
+        received_at: float | None = None,
     ) -> None:
         self.request_id = request_id
+        # perf_counter when the pipeline took the request, and how long since then it has
+        # waited on a worker (a slot in the queue, the worker's tokens, a shared generation).
+        self.received_at = time.perf_counter() if received_at is None else received_at
+        self.worker_wait_s = 0.0
         self.chat = chat
         self.target = target
         self.deployment = target.deployment
@@ -70,6 +81,7 @@ class Completion:
         self.usage: dict[str, int] | None = None
         self.chunks_with_text = 0
         self.worker_url = ""
+        self.dispatched_to: WorkerView | None = None  # the worker that took the request
         self.started_at = time.monotonic()
         self.ttft_s: float | None = None
         self.status = "cancelled"  # until the stream ends one way or the other
@@ -157,8 +169,17 @@ class Completion:
     def served_without_generating(self) -> bool:
         return self.cache.reply is not None or self.coalesced
 
+    def overhead_s(self) -> float:
+        """Time in the gateway so far, less the time spent waiting on a worker."""
+        return max(time.perf_counter() - self.received_at - self.worker_wait_s, 0.0)
+
     def response_headers(self) -> dict[str, str]:
+        """Called once, as the response's headers go out (a stream's after its first
+        chunk, a whole reply's at its end): the overhead is measured here."""
+        overhead = self.overhead_s()
+        metrics.gateway_overhead.labels(self.deployment.name).observe(overhead)
         headers = {
+            "x-sluice-overhead-ms": f"{overhead * 1000:.2f}",
             **rate_limit_headers(self.reservation.state),
             **self.target.headers(),
             "x-sluice-cache": self.cache.result,
@@ -168,11 +189,42 @@ class Completion:
         return headers
 
     def used_tokens(self) -> tuple[int, int]:
-        """Real usage when the worker reported it; otherwise what was produced so far."""
+        """The reply's size as the worker reported it (a cache hit: as stored), else what
+        was streamed so far with the admission estimate of the prompt."""
         if self.usage is not None:
             return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
         produced = self.chunks_with_text
         return (self.chat.estimated_prompt_tokens() if produced else 0), produced
+
+    async def billed_tokens(self) -> tuple[int, int]:
+        """What the GPU did for this request, in (prompt, completion) tokens.
+
+        Nothing for a cache hit or a coalesced reader (the leader pays for the generation);
+        the worker's own usage when the stream got that far; nothing for a request that
+        never left the queue. A request that reached a worker and ended before the usage
+        chunk (the client left, the worker broke) had its prompt processed: it is counted
+        by the worker's tokenizer (vLLM's /tokenize), with a token per streamed chunk."""
+        if self.served_without_generating:
+            return 0, 0
+        if self.usage is not None:
+            return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
+        if self.dispatched_to is None:
+            return 0, 0
+        return await self._counted_prompt(self.dispatched_to), self.chunks_with_text
+
+    async def _counted_prompt(self, worker: WorkerView) -> int:
+        messages = self.chat.messages
+        try:
+            return await count_prompt_tokens(worker.url, worker.upstream_model, messages)
+        except UpstreamError as exc:
+            # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
+            metrics.prompt_tokens_estimated.labels(self.deployment.name).inc()
+            logger.warning(
+                "request %s: prompt billed on the estimate, the worker could not count it: %s",
+                self.request_id,
+                exc,
+            )
+            return self.chat.estimated_prompt_tokens()
 
     # Where the chunks come from.
     async def _generated(self) -> AsyncGenerator[Chunk, None]:
@@ -186,9 +238,12 @@ class Completion:
                 self.coalesced = True
             source = shared.read()
         async with aclosing(source) as upstream:
+            waiting_since = time.perf_counter()
             async for worker_url, chunk in upstream:
+                self.worker_wait_s += time.perf_counter() - waiting_since
                 self._observe(worker_url, chunk)
                 yield {**chunk, "id": self.request_id, "model": self.deployment.name}
+                waiting_since = time.perf_counter()
 
     async def _routed(self) -> AsyncGenerator[Item, None]:
         """Step 6 and 7: the deployment's routing policy picks a worker; stream from it."""
@@ -201,10 +256,18 @@ class Completion:
             scope=f"team:{team_id}",
         )
         body = {**self.chat.upstream_body(), "cache_salt": team_cache_salt(team_id)}
-        stream = stream_completion(dispatcher, name, body, route=route)
+        limits = self.reservation.limits
+        # Queued fairly among teams, by the weight and cap of the team's quota policy.
+        tenant = Tenant(f"team:{team_id}", limits.queue_weight, limits.max_concurrent_requests)
+        stream = stream_completion(
+            dispatcher, name, body, route=route, on_dispatch=self._dispatched, tenant=tenant
+        )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
                 yield lease.worker.url, chunk
+
+    def _dispatched(self, lease: Lease) -> None:
+        self.dispatched_to = lease.worker
 
     async def _replayed(self) -> AsyncGenerator[Chunk, None]:
         """A cache hit: the stored reply in the chunk shape a generation streams."""

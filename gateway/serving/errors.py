@@ -9,6 +9,7 @@ sends `ApiError.sse_chunk()`; the status and code are the same on each.
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 
 from django.http import JsonResponse
@@ -97,16 +98,33 @@ class Busy(Exception):
 
 
 def rate_limit_headers(state: RateLimitState) -> dict[str, str]:
+    """OpenAI's x-ratelimit-* trio per kind. A kind the team has no limit of (a policy set
+    unlimited on purpose; the platform default always has both) sends none of its three:
+    a made-up figure would have clients throttle themselves for nothing."""
     headers = {}
     for kind, limit, remaining, reset in (
         ("requests", state.limit_requests, state.remaining_requests, state.reset_requests_s),
         ("tokens", state.limit_tokens, state.remaining_tokens, state.reset_tokens_s),
     ):
-        if limit is not None:
-            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
-            headers[f"x-ratelimit-remaining-{kind}"] = str(remaining)
-            headers[f"x-ratelimit-reset-{kind}"] = f"{reset:.3f}s"
+        if limit is None:
+            continue
+        headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+        headers[f"x-ratelimit-remaining-{kind}"] = str(limit if remaining is None else remaining)
+        headers[f"x-ratelimit-reset-{kind}"] = _duration(reset)
     return headers
+
+
+def _duration(seconds: float) -> str:
+    """A reset time as OpenAI writes it (Go's duration format): 20ms, 1.5s, 1m0s, 1h0m0s."""
+    ms = max(0, round(seconds * 1000))
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    minutes, ms = divmod(ms, 60_000)
+    hours, minutes = divmod(minutes, 60)
+    text = f"{ms / 1000:.3f}".rstrip("0").rstrip(".") + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    return f"{hours}h{text}" if hours else text
 
 
 def _quota_exceeded(exc: QuotaExceeded) -> ApiError:
@@ -116,11 +134,27 @@ def _quota_exceeded(exc: QuotaExceeded) -> ApiError:
     return ApiError(429, str(exc), exc.limit, headers=headers)
 
 
+# The one worker refusal whose cause a client can act on, read from vLLM's message.
+_CONTEXT_LENGTH = re.compile(r"maximum context length is (\d+)")
+
+
 def _upstream(exc: UpstreamError) -> ApiError:
-    """What the client hears about a worker failure: no internal addresses (they are logged)."""
+    """What the client hears about a worker failure: never the worker's own words (they
+    can carry its address, model paths or internals; they are logged), only what the
+    client can act on."""
     logger.warning("upstream failure at %s: %s", exc.worker_url, exc)
     if exc.client_error:
-        message = f"The model refused the request: {exc}".replace(exc.worker_url, "")
+        context = _CONTEXT_LENGTH.search(str(exc))
+        if context is not None:
+            message = (
+                f"The prompt plus max_tokens is longer than the model's context of "
+                f"{context.group(1)} tokens: shorten the messages or lower max_tokens."
+            )
+            return ApiError(400, message, "context_length_exceeded")
+        message = (
+            f"The model refused the request (HTTP {exc.status}): check its parameters "
+            "against what this model accepts."
+        )
         return ApiError(400, message, "invalid_request")
     return ApiError(502, "The model worker failed; try again.", "upstream_error")
 

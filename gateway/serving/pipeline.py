@@ -17,6 +17,7 @@ gateway/serving/errors.py. Nothing here knows about HTTP or sockets.
 """
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,9 +27,11 @@ from caching.exact import CacheDirectives
 from gateway.accounts.authentication import check_model_allowed
 from gateway.serving.admission import Credential, choose_target, reserve
 from gateway.serving.completion import Completion
+from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
 
 MODEL_ATTRIBUTE = "sluice_model"
+RATE_LIMIT_ATTRIBUTE = "sluice_rate_limit"
 
 
 @contextmanager
@@ -46,6 +49,12 @@ def model_of(exc: BaseException) -> str:
     return str(getattr(exc, MODEL_ATTRIBUTE, "-"))
 
 
+def rate_limit_headers_of(exc: BaseException) -> dict[str, str]:
+    """x-ratelimit-* for a request refused after admission (none before it)."""
+    state = getattr(exc, RATE_LIMIT_ATTRIBUTE, None)
+    return rate_limit_headers(state) if state is not None else {}
+
+
 def new_request_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
@@ -59,13 +68,14 @@ async def open_completion(
     """Steps 1 to 7 up to the first chunk. The caller streams `completion.stream()` inside
     `async with completion:`, whose exit is step 8. Raises domain exceptions; a request
     that fails after admission is settled before the exception leaves."""
+    received_at = time.perf_counter()
     caller = await credential.authorize()  # 1 authenticate
     chat = read_request()  # the transport's request, validated (after auth, as OpenAI does)
     target = await choose_target(caller, chat)  # 2 admit: which deployment
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
-    completion = Completion(request_id, chat, target, reservation)
+    completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
         plan = await responses.plan(directives, caller.team_id, target.deployment, chat)
         completion.cache = plan  # 3 exact cache, 4 semantic cache
@@ -73,6 +83,8 @@ async def open_completion(
     except BaseException as exc:
         if isinstance(exc, Exception):
             completion.status = "failed"
+            # Admitted, so the refusal still tells the client where its quota stands.
+            setattr(exc, RATE_LIMIT_ATTRIBUTE, reservation.state)
         await asyncio.shield(completion.settle())  # 8 settle what little happened
         raise
     return completion

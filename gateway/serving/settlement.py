@@ -1,11 +1,13 @@
 """Step 8 of the pipeline: settle a finished request, once, however it ended.
 
-Order matters: the quota reservation is reconciled to real usage first (what was reserved
-for max_tokens is given back), then the usage event is queued on a Redis stream (Celery
-bulk-writes the ledger, idempotently), then the cache is told what happened. A slow or
-dead cache Redis can therefore never delay or lose billing.
+Order matters: billing first, in one round trip to the primary Redis (the quota
+reservation is reconciled to real usage, giving back what was reserved for max_tokens, and
+the usage event is queued on a Redis stream that Celery bulk-writes to the ledger,
+idempotently), then the cache is told what happened. A slow or dead cache Redis can
+therefore never delay or lose billing.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -14,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from caching import exact, responses
 from foundation import metrics
-from foundation.redis_clients import REDIS_FAILURES
-from gateway.accounts.quotas import AdmissionUnavailable, reconcile
-from gateway.usage.ledger import UsageEvent, record_usage
+from foundation.redis_clients import REDIS_FAILURES, async_redis_batch
+from gateway.accounts.quotas import AdmissionUnavailable, reconcile, reconcile_command
+from gateway.usage.ledger import UsageEvent, record_usage, usage_command
 
 if TYPE_CHECKING:
     from gateway.serving.completion import Completion
@@ -25,25 +27,14 @@ logger = logging.getLogger(__name__)
 
 
 async def settle(run: "Completion") -> None:
-    # Cache hits and coalesced requests made the GPU do nothing: they bill nothing.
-    prompt, completion = (0, 0) if run.served_without_generating else run.used_tokens()
+    prompt, completion = await run.billed_tokens()
     cost = run.deployment.cost_micros(prompt, completion)
-    try:
-        await reconcile(run.reservation, prompt + completion, cost)
-    except AdmissionUnavailable:
-        logger.error("request %s: reservation left fully charged", run.request_id)
     _observe_metrics(run, prompt, completion)
-    event = _usage_event(run, prompt, completion, cost)
-    try:
-        await record_usage(event)
-    except REDIS_FAILURES:
-        # The log line carries the whole event, so it can still be replayed by hand.
-        logger.error(
-            "request %s: usage event not queued, Redis unreachable: %s",
-            run.request_id,
-            json.dumps(asdict(event)),
-        )
-    logger.info(
+    await _bill(run, prompt + completion, cost, _usage_event(run, prompt, completion, cost))
+    # Every request is in the usage ledger; the log tells the ones that did not end well
+    # (a line per completed request costs measurable CPU at thousands a second).
+    logger.log(
+        logging.DEBUG if run.status == "ok" else logging.INFO,
         "request %s team %s model %s worker %s prompt %d completion %d cache %s status %s",
         run.request_id,
         run.reservation.team_id,
@@ -56,6 +47,38 @@ async def settle(run: "Completion") -> None:
     )
     await _count_cache_outcome(run)  # after billing: a slow cache Redis cannot delay it
     await _keep_reply(run)
+
+
+async def _bill(run: "Completion", used_tokens: int, cost: int, event: UsageEvent) -> None:
+    """Reconcile the reservation and queue the usage event in one round trip; each is
+    retried on its own if the pipeline could not do it (a Redis restart forgot the
+    reconcile script, say), and each failure is logged with what it leaves behind."""
+    batch = async_redis_batch()  # with other requests' admissions and settlements
+    reconciling = batch.submit(*reconcile_command(run.reservation, used_tokens, cost))
+    queueing = batch.submit(*usage_command(event))
+    reconciled, queued = await _outcome(reconciling), await _outcome(queueing)
+    if isinstance(reconciled, Exception):
+        try:
+            await reconcile(run.reservation, used_tokens, cost)
+        except AdmissionUnavailable:
+            logger.error("request %s: reservation left fully charged", run.request_id)
+    if isinstance(queued, Exception):
+        try:
+            await record_usage(event)
+        except REDIS_FAILURES:
+            # The log line carries the whole event, so it can still be replayed by hand.
+            logger.error(
+                "request %s: usage event not queued, Redis unreachable: %s",
+                run.request_id,
+                json.dumps(asdict(event)),
+            )
+
+
+async def _outcome(reply: "asyncio.Future[object]") -> object:
+    try:
+        return await reply
+    except Exception as exc:
+        return exc
 
 
 def _observe_metrics(run: "Completion", prompt: int, completion: int) -> None:

@@ -49,6 +49,11 @@ async def record_usage(event: UsageEvent) -> None:
     await async_redis().xadd(STREAM, {"event": json.dumps(asdict(event))})
 
 
+def usage_command(event: UsageEvent) -> tuple[str, ...]:
+    """record_usage() as one raw command, for the caller's pipeline or batch."""
+    return ("XADD", STREAM, "*", "event", json.dumps(asdict(event)))
+
+
 def ensure_group(client: redis.Redis) -> None:
     try:
         client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)

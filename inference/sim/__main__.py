@@ -1,7 +1,9 @@
 """python -m inference.sim --port P --profile NAME [--model NAME] [--time-scale X]
-[--fixed-ttft-ms T --fixed-itl-ms I]"""
+[--fixed-ttft-ms T --fixed-itl-ms I] [--scripted-replies FILE]"""
 
 import argparse
+import json
+from pathlib import Path
 
 from aiohttp import web
 
@@ -26,11 +28,24 @@ def main() -> None:
     parser.add_argument(
         "--fixed-itl-ms", type=float, default=0.0, help="fixed latency mode: the gap between tokens"
     )
+    parser.add_argument(
+        "--scripted-replies",
+        type=Path,
+        help="test hook: a JSON object {last message's text: reply}; those prompts get that "
+        "reply (streamed a word at a time) instead of the deterministic words",
+    )
     options = parser.parse_args()
+    scripted = None
+    if options.scripted_replies is not None:
+        scripted = json.loads(options.scripted_replies.read_text())
+        if not isinstance(scripted, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in scripted.items()
+        ):
+            parser.error("--scripted-replies: the file must hold a JSON object of strings")
     fixed = None
     if options.fixed_ttft_ms is not None:
         fixed = (options.fixed_ttft_ms / 1000, options.fixed_itl_ms / 1000)
-    app = build_app(PROFILES[options.profile], options.model, options.time_scale, fixed)
+    app = build_app(PROFILES[options.profile], options.model, options.time_scale, fixed, scripted)
     # handler_cancellation: a client that disconnects cancels its request at once,
     # freeing the sequence slot, as vLLM aborts a request whose stream is closed.
     web.run_app(

@@ -12,10 +12,12 @@ from inference.sim.engine import Engine, Scheduler, SimRequest
 from inference.sim.fixed import FixedLatencyEngine
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
-from inference.sim.text import completion, prompt_tokens
+from inference.sim.text import completion, prompt_tokens, scripted_completion
 
 ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
 MODEL = web.AppKey("model", str)
+# A test hook: the reply to a conversation whose last message has this exact text.
+SCRIPTED: web.AppKey[dict[str, str]] = web.AppKey("scripted")
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -86,12 +88,16 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
     if isinstance(parsed, str):
         return _error(404 if "does not exist" in parsed else 400, parsed)
     request, options = parsed
-    request.output = completion(
-        request.prompt,
-        options["max_tokens"],
-        engine.profile.mean_output_tokens,
-        ignore_eos=bool(options.get("ignore_eos")),
-    )
+    scripted = http.app[SCRIPTED].get(options["messages"][-1]["content"])
+    if scripted is not None:
+        request.output = scripted_completion(scripted, options["max_tokens"])
+    else:
+        request.output = completion(
+            request.prompt,
+            options["max_tokens"],
+            engine.profile.mean_output_tokens,
+            ignore_eos=bool(options.get("ignore_eos")),
+        )
     engine.submit(request)
     request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     try:
@@ -152,6 +158,25 @@ async def _stream(
     return response
 
 
+async def tokenize(http: web.Request) -> web.Response:
+    """vLLM's /tokenize for chat messages: the gateway counts an aborted request's prompt
+    here, with the same tokenizer the worker bills with."""
+    try:
+        body = await http.json()
+    except json.JSONDecodeError:
+        return _error(400, "body is not valid JSON")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        return _error(400, "messages must be a list of {role, content} strings")
+    if body.get("model") != http.app[MODEL]:
+        return _error(404, f"The model `{body.get('model')}` does not exist.")
+    count = len(prompt_tokens(messages))
+    return web.json_response({"count": count, "max_model_len": 32768, "tokens": []})
+
+
 async def models(http: web.Request) -> web.Response:
     model = http.app[MODEL]
     return web.json_response(
@@ -177,12 +202,15 @@ def build_app(
     model: str | None = None,
     time_scale: float = 1.0,
     fixed_latency: tuple[float, float] | None = None,
+    scripted_replies: dict[str, str] | None = None,
 ) -> web.Application:
     """fixed_latency: (TTFT, inter-token) seconds for a FixedLatencyEngine instead of the
-    batching model."""
+    batching model. scripted_replies: last message's text -> the reply to send instead of
+    the deterministic words (a test hook: markdown or markup through the real gateway)."""
     app = web.Application(client_max_size=4 * 1024 * 1024)
     name = model or profile.model
     app[MODEL] = name
+    app[SCRIPTED] = dict(scripted_replies or {})
     if fixed_latency is None:
         app[ENGINE] = Engine(profile, SimMetrics(name), time_scale)
     else:
@@ -195,6 +223,7 @@ def build_app(
 
     app.cleanup_ctx.append(run_engine)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)

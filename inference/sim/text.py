@@ -151,3 +151,14 @@ def completion(
     natural = max(1, int(rng.expovariate(1 / mean_length)) + 1)
     count = max_tokens if ignore_eos else min(max_tokens, natural)
     return [(" " if i else "") + rng.choice(_WORDS) for i in range(count)]
+
+
+_SCRIPTED_PIECE = re.compile(r"\s*(?:\w+|[^\w\s])")
+
+
+def scripted_completion(reply: str, max_tokens: int) -> list[str]:
+    """A fixed reply as tokens (a word or one punctuation mark, each with the whitespace
+    before it), so it streams in small pieces and joins back to the same text (trailing
+    whitespace aside). For tests that need a reply with given contents, such as markdown
+    or markup, through the real gateway (`--scripted-replies`)."""
+    return _SCRIPTED_PIECE.findall(reply)[:max_tokens]

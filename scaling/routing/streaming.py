@@ -7,7 +7,7 @@ not continue the first.
 """
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -15,6 +15,7 @@ from django.conf import settings
 
 from inference.client import UpstreamError, stream_from_worker
 from scaling.routing.dispatcher import Dispatcher, Lease, NoHealthyWorker, Priority
+from scaling.routing.fair_queue import Tenant
 from scaling.routing.router import RouteContext
 
 logger = logging.getLogger(__name__)
@@ -26,23 +27,30 @@ async def stream_completion(
     body: dict[str, Any],
     priority: Priority = Priority.INTERACTIVE,
     route: RouteContext | None = None,
+    on_dispatch: Callable[[Lease], None] | None = None,
+    tenant: Tenant | None = None,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
     route: the request's RouteContext, so the deployment's routing policy picks the
-    worker (each retry too, among the workers not yet tried)."""
+    worker (each retry too, among the workers not yet tried). on_dispatch: told of each
+    worker the request is sent to, before its first chunk (a request abandoned then has
+    still had its prompt processed there). tenant: whose request it is, so the dispatcher
+    queues it fairly among tenants and applies its concurrency cap."""
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
         try:
             lease = await dispatcher.acquire(
-                deployment, priority, exclude=frozenset(tried), route=route
+                deployment, priority, exclude=frozenset(tried), route=route, tenant=tenant
             )
         except NoHealthyWorker:
             if failure is not None and tried:
                 raise failure from None  # the real reason beats "no other worker left"
             raise
         started = False
+        if on_dispatch is not None:
+            on_dispatch(lease)
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
             async with aclosing(

@@ -63,4 +63,6 @@ class QuotaPolicySerializer(RejectUnknownFieldsMixin, serializers.ModelSerialize
         extra_kwargs = {
             "budget_per_month_usd": {"min_value": 0},
             "max_tokens_cap": {"min_value": 1},
+            "queue_weight": {"min_value": 1},
+            "max_concurrent_requests": {"min_value": 1},
         }

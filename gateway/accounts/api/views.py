@@ -19,10 +19,10 @@ from gateway.accounts.api.serializers import (
     QuotaPolicySerializer,
 )
 from gateway.accounts.key_bounds import BroaderThanCreator, KeyRequest, bounded_by_creator
-from gateway.accounts.models import ApiKey, Membership, QuotaPolicy, Team
+from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, Membership, QuotaPolicy, Team
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
-from gateway.accounts.records import quota_limits_from_row
+from gateway.accounts.records import effective_limits
 
 
 def team_for_admin(request: Request, slug: str) -> Team:
@@ -98,31 +98,49 @@ class ApiKeyRevokeView(APIView):
         return Response(ApiKeySerializer(actions.revoke_api_key(key)).data)
 
 
+def _quota_body(team: Team) -> dict[str, Any]:
+    """The limits that govern the team, and whose they are: "team" (its own policy) or
+    "default" (it has none and follows the platform default)."""
+    own = QuotaPolicy.objects.filter(team=team).first()
+    policy = own if own is not None else DefaultQuotaPolicy.load()
+    return {**QuotaPolicySerializer(policy).data, "source": "default" if own is None else "team"}
+
+
+def _staff_only(request: Request) -> None:
+    if not getattr(request.user, "is_staff", False):
+        # A team must not lift its own limits (nor may a leaked manage key).
+        raise exceptions.PermissionDenied("Only platform staff may change a team's quota.")
+
+
 class QuotaPolicyView(APIView):
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
-        policy, _ = QuotaPolicy.objects.get_or_create(team=team)
-        return Response(QuotaPolicySerializer(policy).data)
+        return Response(_quota_body(team_for_admin(request, slug)))
 
     def patch(self, request: Request, slug: str) -> Response:
+        """Change some limits; a team on the default gets its own policy (the default's
+        limits, with these changes)."""
         team = team_for_admin(request, slug)
-        if not getattr(request.user, "is_staff", False):
-            # A team must not lift its own limits (nor may a leaked manage key).
-            raise exceptions.PermissionDenied("Only platform staff may change a team's quota.")
-        policy, _ = QuotaPolicy.objects.get_or_create(team=team)
-        form = QuotaPolicySerializer(policy, data=request.data, partial=True)
+        _staff_only(request)
+        form = QuotaPolicySerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         try:
-            policy = actions.update_quota_policy(team, **form.validated_data)
+            actions.update_quota_policy(team, **form.validated_data)
         except DjangoValidationError as exc:
             raise _as_api_error(exc) from None
-        return Response(QuotaPolicySerializer(policy).data)
+        return Response(_quota_body(team))
+
+    def delete(self, request: Request, slug: str) -> Response:
+        """Drop the team's own policy: it follows the platform default again."""
+        team = team_for_admin(request, slug)
+        _staff_only(request)
+        actions.use_default_quota(team)
+        return Response(_quota_body(team))
 
 
 class UsageView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         team = team_for_admin(request, slug)
-        limits = quota_limits_from_row(QuotaPolicy.objects.filter(team=team).first())
+        limits = effective_limits(team.pk)
         try:
             usage = read_team_usage(team.pk, limits)
         except AdmissionUnavailable as exc:
