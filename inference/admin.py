@@ -19,6 +19,7 @@ class ModelDeploymentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "gpu_cost_per_hour",
         "max_in_flight_per_worker",
         "routing_policy",
+        "accepts_images",
     ]
     inlines = [WorkerInline]
 

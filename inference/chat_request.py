@@ -1,11 +1,13 @@
 """Validate an OpenAI chat completion request body into what the gateway needs."""
 
+import ipaddress
 import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 ROLES = {"system", "user", "assistant", "tool", "developer"}
 DEFAULT_MAX_TOKENS = 512
@@ -69,6 +71,16 @@ class ChatRequest:
         encoded = json.dumps(self.messages, ensure_ascii=False, separators=(",", ":"))
         return len(encoded.encode()) // 3 + 4 * len(self.messages) + 8
 
+    def first_image_part(self) -> str | None:
+        """Where the first image part is (a param path), or None for text only."""
+        for index, message in enumerate(self.messages):
+            content = message.get("content")
+            if isinstance(content, list):
+                for number, part in enumerate(content):
+                    if part.get("type") == "image_url":
+                        return f"messages.{index}.content.{number}.type"
+        return None
+
     def upstream_body(self) -> dict[str, Any]:
         return {
             **self.options,
@@ -105,9 +117,12 @@ MAX_LOGIT_BIAS_ENTRIES = 300
 MAX_RESPONSE_FORMAT_BYTES = 16_384
 RESPONSE_FORMATS = {"text", "json_object", "json_schema"}
 MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
-# Every deployment today serves a text model: an image or audio part would make the worker
-# fetch a URL or decode media it cannot use, so only text parts pass.
-CONTENT_PART_TYPES = {"text"}
+# Text parts reach every deployment; image parts only one marked accepts_images (checked
+# once the deployment is known: ChatRequest.first_image_part). Audio and files: none.
+CONTENT_PART_TYPES = {"text", "image_url"}
+IMAGE_DETAILS = {"auto", "low", "high"}
+MAX_IMAGE_URL_CHARS = 2048  # an http(s) address; data: URIs are bounded by the body limit
+IMAGE_URL_SCHEMES = ("https://", "http://", "data:image/")
 
 
 def _short_string(value: Any) -> bool:
@@ -186,12 +201,51 @@ def _check_parts(content: list[Any], index: int) -> None:
             kind = part.get("type") if isinstance(part, dict) else None
             shown = repr(kind)[:40] if kind is None or isinstance(kind, str) else "non-string"
             raise _bad(
-                f"messages[{index}].content[{number}] is a {shown} part; the deployments here "
-                f"accept {sorted(CONTENT_PART_TYPES)} parts only.",
+                f"messages[{index}].content[{number}] is a {shown} part; the gateway takes "
+                f"{sorted(CONTENT_PART_TYPES)} parts only.",
                 f"{param}.type",
             )
-        if not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
+        if part["type"] == "image_url":
+            _check_image_part(part, f"messages[{index}].content[{number}]", param)
+        elif not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
             raise _bad(f"messages[{index}].content[{number}] must be {{type, text}}.", param)
+
+
+def _internal_host(url: str) -> bool:
+    """An address a worker must never be sent to fetch from: the cloud metadata service,
+    loopback, private and link-local networks, by IP literal or as localhost. (Hostnames
+    that resolve inward are the worker's egress filter's to stop: docs/security.md.)"""
+    if url.startswith("data:"):
+        return False
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost") or not host:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not address.is_global
+
+
+def _check_image_part(part: dict[str, Any], where: str, param: str) -> None:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else None
+    detail = image.get("detail", "auto") if isinstance(image, dict) else None
+    if (
+        set(part) - {"type", "image_url"}
+        or not isinstance(image, dict)
+        or set(image) - {"url", "detail"}
+        or not isinstance(url, str)
+        or not url.startswith(IMAGE_URL_SCHEMES)
+        or (not url.startswith("data:") and len(url) > MAX_IMAGE_URL_CHARS)
+        or not _one_of(detail, IMAGE_DETAILS)
+        or _internal_host(url)
+    ):
+        raise _bad(
+            f"{where} must be {{type: image_url, image_url: {{url, detail}}}} with a public "
+            f"https or http URL (up to {MAX_IMAGE_URL_CHARS} characters) or a data:image/ URL.",
+            f"{param}.image_url",
+        )
 
 
 # Far beyond any real request (a JSON schema in response_format included), and far within

@@ -20,6 +20,7 @@ class DeploymentInfo:
     revision: str = "1"  # part of every cache key: bumping it retires cached replies
     routing_policy: str = "prefix_aware"  # the worker choice (scaling/routing/policies.py)
     tier: str = "small"  # small and large deployments are what model "auto" routes to
+    accepts_images: bool = False  # image_url content parts reach its workers
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
@@ -59,6 +60,7 @@ def _load() -> dict[str, DeploymentInfo]:
             f"{d.served_model_name}@{d.revision}",
             d.routing_policy,
             d.tier,
+            d.accepts_images,
         )
         for d in ModelDeployment.objects.all()
     }

@@ -46,6 +46,12 @@ class ModelDeployment(models.Model):
         default=RoutingPolicy.PREFIX_AWARE,
         help_text="how requests pick a worker; gateways follow a change within seconds",
     )
+    # Off by default: an image part makes the worker fetch its URL (or decode its data), so
+    # only a deployment that serves a vision model, marked so by an operator, gets them.
+    accepts_images = models.BooleanField(
+        default=False,
+        help_text="the model takes image_url content parts (a vision model); text only otherwise",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -108,7 +108,18 @@ IMAGE = {"type": "image_url", "image_url": {"url": "http://169.254.169.254/lates
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"messages": [{"role": "user", "content": [IMAGE]}]}, "messages.0.content.0.type"),
+        (  # a worker must never be pointed at the metadata service (or any internal host)
+            {"messages": [{"role": "user", "content": [IMAGE]}]},
+            "messages.0.content.0.image_url",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{**IMAGE, "image_url": {"url": "file:///etc"}}]}
+                ]
+            },
+            "messages.0.content.0.image_url",
+        ),
         (
             {"messages": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
             "messages.0.content.0.type",
@@ -232,3 +243,34 @@ def test_a_json_schema_nested_like_real_ones_still_passes():
         }
     )
     assert chat.options["response_format"]["json_schema"]["schema"] == schema
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x.png",
+        "http://localhost:8000/x.png",
+        "http://10.0.0.5/x.png",
+        "http://[::1]/x.png",
+        "https://192.168.1.1/x.png",
+    ],
+)
+def test_an_image_url_to_an_internal_host_is_refused(url):
+    part = {"type": "image_url", "image_url": {"url": url}}
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat_request(
+            json.dumps({"model": "m", "messages": [{"role": "user", "content": [part]}]}).encode()
+        )
+    assert error.value.param == "messages.0.content.0.image_url"
+
+
+def test_image_parts_parse_and_say_where_they_are():
+    parts = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}},
+    ]
+    body = {"model": "m", "messages": [USER, {"role": "user", "content": parts}]}
+    chat = parse_chat_request(json.dumps(body).encode())
+    assert chat.first_image_part() == "messages.1.content.1.type"
+    text_only = parse_chat_request(json.dumps({"model": "m", "messages": [USER]}).encode())
+    assert text_only.first_image_part() is None

@@ -19,7 +19,7 @@ from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation
 from gateway.accounts.records import KeyRecord, limits_for_team
 from gateway.accounts.rejections import count_rejection
 from gateway.serving.errors import ModelNotFound, NotAuthenticated, NoUsableTier
-from inference.chat_request import ChatRequest
+from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
 
@@ -119,6 +119,8 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
     if not routed:
         return None
     usable = [d for d in routed if not caller.allowed_models or d.name in caller.allowed_models]
+    if chat.first_image_part() is not None and any(d.accepts_images for d in usable):
+        usable = [d for d in usable if d.accepts_images]  # an image needs a model that sees
     decision = classify(chat.messages, chat.max_tokens, chat.options.get("response_format"))
     route = choose_deployment(decision, [(d.name, d.tier) for d in usable])
     if route is None:
@@ -127,6 +129,17 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
             "routes to: list them in the key's allowed models."
         )
     return Target(next(d for d in usable if d.name == route.deployment), route)
+
+
+def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> None:
+    """What only some deployments take (image parts), refused before any quota is spent."""
+    image = chat.first_image_part() if not deployment.accepts_images else None
+    if image is not None:
+        raise InvalidRequest(
+            f"The model '{deployment.name}' takes text only; {image.removesuffix('.type')} is "
+            "an image_url part. Send text, or use a model that accepts images.",
+            image,
+        )
 
 
 async def reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:

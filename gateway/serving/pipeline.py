@@ -25,7 +25,12 @@ from contextlib import contextmanager
 from caching import responses
 from caching.exact import CacheDirectives
 from gateway.accounts.authentication import check_model_allowed
-from gateway.serving.admission import Credential, choose_target, reserve
+from gateway.serving.admission import (
+    Credential,
+    check_content_accepted,
+    choose_target,
+    reserve,
+)
 from gateway.serving.completion import Completion
 from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
@@ -74,6 +79,7 @@ async def open_completion(
     target = await choose_target(caller, chat)  # 2 admit: which deployment
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
+        check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
         reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled

@@ -25,21 +25,45 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+# What an image part counts for in the prompt (vLLM's count depends on the model's vision
+# encoder; this is a stand-in of about that size).
+IMAGE_TOKENS = 64
+
+
+def _flat_messages(messages: Any) -> list[dict[str, str]] | None:
+    """Messages with string content, as the simulated tokenizer reads them: text parts
+    joined, each image part a run of IMAGE_TOKENS placeholders. None if malformed."""
+    if not isinstance(messages, list):
+        return None
+    flat = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return None
+        content = message.get("content")
+        if isinstance(content, list):
+            pieces = []
+            for part in content:
+                if not isinstance(part, dict):
+                    return None
+                if part.get("type") == "text" and isinstance(part.get("text"), str):
+                    pieces.append(part["text"])
+                elif part.get("type") == "image_url":
+                    pieces.append(" ".join(["<image>"] * IMAGE_TOKENS))
+                else:
+                    return None
+            content = " ".join(pieces)
+        if not isinstance(content, str):
+            return None
+        flat.append({"role": message["role"], "content": content})
+    return flat
+
+
 def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if not isinstance(body, dict):
         return "body must be a JSON object"
-    messages = body.get("messages")
-    if (
-        not isinstance(messages, list)
-        or not messages
-        or not all(
-            isinstance(m, dict)
-            and isinstance(m.get("role"), str)
-            and isinstance(m.get("content"), str)
-            for m in messages
-        )
-    ):
-        return "messages must be a non-empty list of {role, content} strings"
+    messages = _flat_messages(body.get("messages"))
+    if not messages:
+        return "messages must be a non-empty list of {role, content} (text or image parts)"
     if body.get("model") != model:
         return f"The model `{body.get('model')}` does not exist."
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 256
@@ -50,7 +74,7 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if salt is not None and (not isinstance(salt, str) or not salt):
         return "cache_salt must be a non-empty string"
     request = SimRequest(prompt=prompt, output=[], cache_salt=salt or "")
-    return request, {"max_tokens": max_tokens, **body}
+    return request, {"max_tokens": max_tokens, **body, "messages": messages}
 
 
 def _chunk(
@@ -165,12 +189,9 @@ async def tokenize(http: web.Request) -> web.Response:
         body = await http.json()
     except json.JSONDecodeError:
         return _error(400, "body is not valid JSON")
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
-    ):
-        return _error(400, "messages must be a list of {role, content} strings")
+    messages = _flat_messages(body.get("messages") if isinstance(body, dict) else None)
+    if messages is None:
+        return _error(400, "messages must be a list of {role, content} (text or image parts)")
     if body.get("model") != http.app[MODEL]:
         return _error(404, f"The model `{body.get('model')}` does not exist.")
     count = len(prompt_tokens(messages))
