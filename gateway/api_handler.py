@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.asgi import get_asgi_application
-from django.core.exceptions import RequestAborted
+from django.core.exceptions import PermissionDenied, RequestAborted, SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
@@ -60,6 +60,13 @@ class ApiHandler(ASGIHandler):
         except Http404:
             message = f"No such endpoint: {request.method} {request.path}."
             return ApiError(404, message, "not_found").response()
+        except SuspiciousOperation as exc:  # what Django's handler answered 400 for
+            logger.warning("refused %s %s: %s", request.method, request.path, exc)
+            return ApiError(
+                400, "The request was refused as malformed.", "invalid_request"
+            ).response()
+        except PermissionDenied:
+            return ApiError(403, "Not allowed.", "permission_denied").response()
         except Exception:
             logger.exception("unexpected failure answering %s %s", request.method, request.path)
             return ApiError(500, "The gateway failed on this request.", "internal_error").response()
