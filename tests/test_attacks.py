@@ -244,3 +244,14 @@ def test_a_workers_refusal_does_not_reach_the_client_in_its_own_words(platform):
     assert error.status_code == 400
     assert "secret-v7" not in error.message and "127.0.0.1" not in error.message
     assert "refused" in error.message
+    # Refused before its first chunk: the client got an error, so nothing is billed.
+
+    def settled() -> bool:
+        ingest("test-consumer")
+        return UsageRecord.objects.filter(model="misnamed", status="failed").exists()
+
+    wait_until(settled, 10, "the refused request to be settled")
+    billed = UsageRecord.objects.filter(model="misnamed").values_list(
+        "prompt_tokens", "completion_tokens", "cost_micros"
+    )
+    assert set(billed) == {(0, 0, 0)}

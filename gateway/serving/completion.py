@@ -201,15 +201,19 @@ class Completion:
 
         Nothing for a cache hit or a coalesced reader (the leader pays for the generation);
         the worker's own usage when the stream got that far; nothing for a request that
-        never left the queue. A request that reached a worker and ended before the usage
-        chunk (the client left, the worker broke) had its prompt processed: it is counted
-        by the worker's tokenizer (vLLM's /tokenize), with a token per streamed chunk."""
+        never left the queue, or whose worker refused or failed before its first chunk
+        (the client got an error, not a reply). A request that reached a worker and ended
+        before the usage chunk otherwise (the client left, the stream broke) had its prompt
+        processed: it is counted by the worker's tokenizer (vLLM's /tokenize), with a token
+        per streamed chunk."""
         if self.served_without_generating:
             return 0, 0
         if self.usage is not None:
             return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
         if self.dispatched_to is None:
             return 0, 0
+        if self.status == "failed" and not self.worker_url:
+            return 0, 0  # the worker refused or failed before answering: nothing was served
         return await self._counted_prompt(self.dispatched_to), self.chunks_with_text
 
     async def _counted_prompt(self, worker: WorkerView) -> int:
