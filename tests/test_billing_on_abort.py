@@ -15,6 +15,7 @@ from inference.chat_request import ChatRequest
 from inference.sim.text import prompt_tokens
 from tests.conftest import live_platform
 from tests.sims import SimProcess
+from tests.waiting import wait_until
 
 # Words the simulator's tokenizer counts one by one: far from bytes / 3.
 MESSAGES: list[Any] = [
@@ -62,15 +63,13 @@ def _has_text(line: bytes) -> bool:
 
 
 def _settled_records(expected: int) -> list[UsageRecord]:
-    deadline = time.monotonic() + 15
-    while True:
+    def cancelled() -> list[UsageRecord]:
         ingest("test-consumer")
         # Not the fixture's warm-up requests: they completed, or failed before a worker.
         records = list(UsageRecord.objects.filter(status="cancelled"))
-        if len(records) >= expected:
-            return records
-        assert time.monotonic() < deadline, "the abandoned request was never settled"
-        time.sleep(0.1)
+        return records if len(records) >= expected else []
+
+    return wait_until(cancelled, 15, "the abandoned request to be settled")
 
 
 @pytest.mark.live
@@ -135,10 +134,8 @@ def test_a_request_is_reconciled_even_when_redis_forgot_the_script_meanwhile(slo
         ingest("test-consumer")
         return sum(r.prompt_tokens + r.completion_tokens for r in UsageRecord.objects.all())
 
-    deadline = time.monotonic() + 10
-    while True:
+    def reconciled() -> bool:  # every reservation brought down to what was used
         used = {u.limit: u.used for u in read_team_usage(team.pk, limits)}
-        if used["tokens_per_minute"] == settled_tokens():
-            break  # every reservation was brought down to what was used
-        assert time.monotonic() < deadline, f"{used} after {settled_tokens()} settled tokens"
-        time.sleep(0.1)
+        return used["tokens_per_minute"] == settled_tokens()
+
+    wait_until(reconciled, 10, "the team's minute tokens to equal the settled tokens")
