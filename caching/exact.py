@@ -7,12 +7,16 @@ them and the request misses: a user who edited their context never gets the old 
 
 Only deterministic requests are cached (temperature 0, or a seed): a sampled reply is one
 draw among many and replaying it would change what the caller asked for.
+
+A reply is kept whole: its text, its reasoning and its tool calls, so that a replay has the
+shape of the generation it replaces. Entries stored before reasoning and tool calls were
+kept (text only) read as replies without them.
 """
 
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +24,7 @@ from django.conf import settings
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo
+from inference.reply import ReplyAssembler
 
 KEY_PREFIX = "sluice:cache:exact:"
 
@@ -30,6 +35,29 @@ class CachedReply:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    reasoning_content: str | None = None
+    # Complete calls, as a non-streamed reply has them: [{id, type, function: {name,
+    # arguments}}].
+    tool_calls: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def assembled(
+        cls, reply: ReplyAssembler, prompt_tokens: int, completion_tokens: int
+    ) -> "CachedReply":
+        return cls(
+            reply.text,
+            reply.finish_reason,
+            prompt_tokens,
+            completion_tokens,
+            reply.reasoning_text,
+            reply.tool_calls,
+        )
+
+    @classmethod
+    def decoded(cls, stored: dict[str, Any]) -> "CachedReply":
+        """From an entry's JSON, whichever version of this class wrote it."""
+        known = {field.name for field in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -88,11 +116,16 @@ async def lookup(key: str) -> CachedReply | None:
         raw = await async_cache_redis_batch().execute("GET", key)
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
-    return None if raw is None else CachedReply(**json.loads(raw))
+    return None if raw is None else CachedReply.decoded(json.loads(raw))
 
 
 def encode(reply: CachedReply) -> str:
-    return json.dumps(asdict(reply))
+    """Without the fields a text reply leaves empty: old and new text entries are alike."""
+    stored = asdict(reply)
+    for name in ("reasoning_content", "tool_calls"):
+        if stored[name] is None:
+            del stored[name]
+    return json.dumps(stored)
 
 
 def replay_chunks(
@@ -109,11 +142,14 @@ def replay_chunks(
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
 
-    chunks = [
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": reply.content}),
-        chunk({}, reply.finish_reason),
-    ]
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if reply.reasoning_content:
+        chunks.append(chunk({"reasoning_content": reply.reasoning_content}))
+    if reply.content or not reply.tool_calls:
+        chunks.append(chunk({"content": reply.content}))
+    for index, call in enumerate(reply.tool_calls or []):  # each call whole, in one delta
+        chunks.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    chunks.append(chunk({}, reply.finish_reason))
     if include_usage:
         chunks.append(
             {

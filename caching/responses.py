@@ -56,9 +56,26 @@ class CachePlan:
 
 
 def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
-    return (policy.exact_enabled or policy.semantic_enabled) and (
-        policy.cache_sampled or exact.is_deterministic(chat)
+    """Requests asking for logprobs are never cached: their caller is measuring the model
+    (evaluation, scoring, classification by token probability) and needs its numbers for
+    this very call; kept, the per-token alternatives would make an entry ten to fifty times
+    the size of its text, crowding the team's cache out (or be refused by the entry size
+    limit anyway); and a semantic hit would hand back the probabilities of another
+    question's tokens."""
+    return (
+        (policy.exact_enabled or policy.semantic_enabled)
+        and (policy.cache_sampled or exact.is_deterministic(chat))
+        and not chat.options.get("logprobs")
     )
+
+
+def semantic_allowed(chat: ChatRequest) -> bool:
+    """A request whose reply may be tool calls skips the semantic cache (the exact cache
+    still answers it; the tools are in both keys, being options). A tool call's arguments
+    are copied from the question's exact wording and executed by a program, not read by a
+    person: a paraphrase that verification accepts can still differ in an argument (a
+    file name, an account id) that changes what gets executed."""
+    return not chat.may_call_tools
 
 
 async def plan(
@@ -108,7 +125,7 @@ def _own_entries(
     """The exact entry and, for a question, the semantic entry this request's reply goes
     to: a false-hit report removes both, or the wrong reply would answer again."""
     entries = [EntryRef(namespace("exact", team_id), key)]
-    question = semantic.question_of(chat)
+    question = semantic.question_of(chat) if semantic_allowed(chat) else None
     if question is not None:
         element = semantic.element_id(semantic.context_key(team_id, deployment, chat), question)
         entries.append(EntryRef(namespace("semantic", team_id), semantic.ENTRY_PREFIX + element))
@@ -118,7 +135,7 @@ def _own_entries(
 async def _slot(
     policy: CacheSettings, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
 ) -> SemanticSlot | None:
-    if not policy.semantic_enabled:
+    if not policy.semantic_enabled or not semantic_allowed(chat):
         return None
     question = semantic.question_of(chat)
     if question is None:

@@ -4,52 +4,45 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-ROLES = {"system", "user", "assistant", "tool", "developer"}
+from inference.chat_options import (
+    IGNORED,
+    PASSTHROUGH,
+    InvalidRequest,
+    check_options,
+    json_size,
+    one_of,
+)
+from inference.chat_tools import check_message, check_tools, modern_messages
+
+__all__ = ["ChatRequest", "InvalidRequest", "chat_request_from", "parse_chat_request"]
+
+# "function": the legacy function-calling result, rewritten as a tool result (chat_tools).
+ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 DEFAULT_MAX_TOKENS = 512
-# Sampling and output options passed through to vLLM unchanged; anything else is refused
-# rather than silently dropped.
-PASSTHROUGH = {
-    "temperature",
-    "top_p",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-    "logit_bias",
-    "user",
-    "response_format",
-    "ignore_eos",
-    "min_tokens",
-    "top_k",
-}
-# Refused with a clear 400 rather than accepted and then lost: the gateway does not yet
-# assemble tool calls or logprobs into non-streaming responses.
-NOT_YET_SUPPORTED = {
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "functions",
-    "function_call",
-    "logprobs",
-    "top_logprobs",
-}
-KNOWN = PASSTHROUGH | {
-    "model",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "stream",
-    "stream_options",
-    "n",
-}
+# Every field the gateway reads; anything else is refused by name rather than silently
+# dropped (options: inference/chat_options.py, tools: inference/chat_tools.py).
+KNOWN = (
+    PASSTHROUGH
+    | IGNORED
+    | {
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "stream",
+        "stream_options",
+        "n",
+    }
+)
 # Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
 # context would only be refused by the worker after queueing.
 MAX_TOKENS_LIMIT = 32_768
+# What the worker renders into the prompt besides the messages (tool schemas above all).
+PROMPT_OPTIONS = ("tools", "response_format", "guided_json", "guided_grammar")
 
 
 @dataclass(frozen=True)
@@ -60,16 +53,23 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     options: dict[str, Any]
+    # The request used the legacy functions fields: messages and options hold their
+    # tool-calling form, and the reply goes back as function_call (inference/chat_tools.py).
+    legacy_functions: bool = False
 
     def estimated_prompt_tokens(self) -> int:
         """What admission reserves for the prompt before the worker has counted it: an
         upper-leaning estimate, corrected by reconcile() to what the worker reports.
 
         UTF-8 bytes / 3 over every field of every message (names, tool-call ids, content
-        parts too): English runs about 4 bytes a token, code about 3, and CJK text 3 bytes
-        a character at about one token each, so the reservation is rarely short."""
+        parts too) and of what the worker renders into the prompt besides (tool schemas):
+        English runs about 4 bytes a token, code about 3, and CJK text 3 bytes a character
+        at about one token each, so the reservation is rarely short."""
         encoded = json.dumps(self.messages, ensure_ascii=False, separators=(",", ":"))
-        return len(encoded.encode()) // 3 + 4 * len(self.messages) + 8
+        rendered = sum(
+            json_size(self.options[name]) for name in PROMPT_OPTIONS if name in self.options
+        )
+        return (len(encoded.encode()) + rendered) // 3 + 4 * len(self.messages) + 8
 
     def first_image_part(self) -> str | None:
         """Where the first image part is (a param path), or None for text only."""
@@ -81,6 +81,11 @@ class ChatRequest:
                         return f"messages.{index}.content.{number}.type"
         return None
 
+    @property
+    def may_call_tools(self) -> bool:
+        """Whether the reply may be tool calls (tools offered, and not tool_choice none)."""
+        return bool(self.options.get("tools")) and self.options.get("tool_choice") != "none"
+
     def upstream_body(self) -> dict[str, Any]:
         return {
             **self.options,
@@ -90,33 +95,11 @@ class ChatRequest:
         }
 
 
-class InvalidRequest(ValueError):
-    """The request body is not a chat completion this gateway accepts (param: which field)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-
-
 def _bad(message: str, param: str | None = None) -> InvalidRequest:
     return InvalidRequest(message, param)
 
 
-def _number(low: float, high: float) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
-
-
-def _integer(low: int, high: int = 2**63 - 1) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
-
-
-# Sizes a shared worker is asked to handle: bounded, so one request cannot make a worker
-# compile a huge stop list, bias table or JSON schema for everyone's batch.
-MAX_STOP_CHARS = 256
-MAX_LOGIT_BIAS_ENTRIES = 300
-MAX_RESPONSE_FORMAT_BYTES = 16_384
-RESPONSE_FORMATS = {"text", "json_object", "json_schema"}
-MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "function_call"}
 # Text parts reach every deployment; image parts only one marked accepts_images (checked
 # once the deployment is known: ChatRequest.first_image_part). Audio and files: none.
 CONTENT_PART_TYPES = {"text", "image_url"}
@@ -125,79 +108,10 @@ MAX_IMAGE_URL_CHARS = 2048  # an http(s) address; data: URIs are bounded by the 
 IMAGE_URL_SCHEMES = ("https://", "http://", "data:image/")
 
 
-def _short_string(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= MAX_STOP_CHARS
-
-
-def _stop(value: Any) -> bool:
-    return _short_string(value) or (
-        isinstance(value, list) and len(value) <= 4 and all(_short_string(s) for s in value)
-    )
-
-
-def _logit_bias(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and len(value) <= MAX_LOGIT_BIAS_ENTRIES
-        and all(
-            isinstance(token, str) and token.isdigit() and _number(-100, 100)(bias)
-            for token, bias in value.items()
-        )
-    )
-
-
-def _one_of(value: Any, choices: set[str]) -> bool:
-    """Membership without hashing: a list or object given where a name belongs is refused,
-    not a TypeError (unhashable) that would reach the client as a 500."""
-    return isinstance(value, str) and value in choices
-
-
-def _response_format(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and _one_of(value.get("type"), RESPONSE_FORMATS)
-        and len(json.dumps(value)) <= MAX_RESPONSE_FORMAT_BYTES
-    )
-
-
-# What each passthrough option must be, so the worker never sees garbage (and caches keyed
-# on these options never store it).
-OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "temperature": (_number(0, 2), "a number from 0 to 2"),
-    "top_p": (_number(0, 1), "a number from 0 to 1"),
-    "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
-    "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
-    "seed": (_integer(-(2**63)), "an integer"),
-    "top_k": (_integer(-1), "an integer of -1 or more"),
-    "min_tokens": (_integer(0), "a non-negative integer"),
-    "stop": (_stop, f"a string or an array of up to 4 strings of {MAX_STOP_CHARS} characters"),
-    "user": (lambda v: isinstance(v, str), "a string"),
-    "ignore_eos": (lambda v: isinstance(v, bool), "a boolean"),
-    "logit_bias": (
-        _logit_bias,
-        f"an object of up to {MAX_LOGIT_BIAS_ENTRIES} token ids mapped to numbers from -100 to 100",
-    ),
-    "response_format": (
-        _response_format,
-        f"an object with a type in {sorted(RESPONSE_FORMATS)}, at most "
-        f"{MAX_RESPONSE_FORMAT_BYTES} bytes as JSON",
-    ),
-}
-
-
-def _check_options(body: dict[str, Any]) -> dict[str, Any]:
-    options = {k: v for k, v in body.items() if k in PASSTHROUGH and v is not None}
-    for name, value in options.items():
-        valid, expected = OPTION_RULES[name]
-        if not valid(value):
-            raise _bad(f"'{name}' must be {expected}.", name)
-    return options
-
-
 def _check_parts(content: list[Any], index: int) -> None:
     for number, part in enumerate(content):
         param = f"messages.{index}.content.{number}"
-        if not isinstance(part, dict) or not _one_of(part.get("type"), CONTENT_PART_TYPES):
+        if not isinstance(part, dict) or not one_of(part.get("type"), CONTENT_PART_TYPES):
             kind = part.get("type") if isinstance(part, dict) else None
             shown = repr(kind)[:40] if kind is None or isinstance(kind, str) else "non-string"
             raise _bad(
@@ -238,7 +152,7 @@ def _check_image_part(part: dict[str, Any], where: str, param: str) -> None:
         or not isinstance(url, str)
         or not url.startswith(IMAGE_URL_SCHEMES)
         or (not url.startswith("data:") and len(url) > MAX_IMAGE_URL_CHARS)
-        or not _one_of(detail, IMAGE_DETAILS)
+        or not one_of(detail, IMAGE_DETAILS)
         or _internal_host(url)
     ):
         raise _bad(
@@ -303,6 +217,7 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
                 f"messages[{index}].content must be a string or an array of parts.",
                 f"messages.{index}.content",
             )
+        check_message(message, index)
     return messages
 
 
@@ -332,9 +247,6 @@ def chat_request_from(body: Any) -> ChatRequest:
     if not isinstance(body, dict):
         raise _bad("The body must be a JSON object.")
     _check_values(body)
-    unsupported = sorted(set(body) & NOT_YET_SUPPORTED)
-    if unsupported:
-        raise _bad(f"'{unsupported[0]}' is not supported by this gateway yet.", unsupported[0])
     unknown = sorted(set(body) - KNOWN)
     if unknown:
         raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
@@ -346,11 +258,16 @@ def chat_request_from(body: Any) -> ChatRequest:
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream, bool) or not isinstance(stream_options, dict):
         raise _bad("'stream' must be a boolean and 'stream_options' an object.", "stream")
+    messages = _check_messages(body.get("messages"))
+    max_tokens = _check_max_tokens(body)
+    options = check_options(body)
+    tool_options, legacy_functions = check_tools(body)
     return ChatRequest(
         model=body["model"],
-        messages=_check_messages(body.get("messages")),
-        max_tokens=_check_max_tokens(body),
+        messages=modern_messages(messages),
+        max_tokens=max_tokens,
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
-        options=_check_options(body),
+        options={**options, **tool_options},
+        legacy_functions=legacy_functions,
     )

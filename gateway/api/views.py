@@ -20,7 +20,7 @@ from foundation import metrics
 from gateway.accounts.authentication import bearer_token
 from gateway.serving.admission import ApiKeyCredential
 from gateway.serving.completion import Completion
-from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
+from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
 from gateway.serving.pipeline import (
     model_of,
     new_request_id,
@@ -28,7 +28,9 @@ from gateway.serving.pipeline import (
     rate_limit_headers_of,
 )
 from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.chat_tools import legacy_chunk, legacy_message
 from inference.deployments import catalog
+from inference.reply import ReplyAssembler
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
@@ -81,6 +83,8 @@ async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
             async for chunk in run.stream():
                 if not chunk.get("usage") or run.chat.include_usage:
                     visible = _visible(chunk, run.chat.include_usage)
+                    if run.chat.legacy_functions:
+                        visible = legacy_chunk(visible)
                     yield f"data: {json.dumps(visible)}\n\n".encode()
             yield b"data: [DONE]\n\n"
         except DOMAIN_ERRORS as exc:  # a mid-stream failure ends the stream with an error chunk
@@ -94,19 +98,21 @@ def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
 
 
 async def _collect(run: Completion) -> dict[str, Any]:
-    text, finish = [], None
+    """The whole reply from the stream's deltas: text, reasoning, tool calls, logprobs."""
+    reply = ReplyAssembler()
     async for chunk in run.stream():
-        for choice in chunk.get("choices", []):
-            text.append((choice.get("delta") or {}).get("content") or "")
-            finish = choice.get("finish_reason") or finish
+        reply.add(chunk)
     prompt, completion = run.used_tokens()
-    message = {"role": "assistant", "content": "".join(text)}
+    message, finish = reply.message(), reply.finish_reason
+    if run.chat.legacy_functions:
+        message, finish = legacy_message(message, finish)
+    choice = {"index": 0, "message": message, "logprobs": reply.logprobs(), "finish_reason": finish}
     return {
         "id": run.request_id,
         "object": "chat.completion",
         "created": run.created,
         "model": run.deployment.name,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "choices": [choice],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -156,6 +162,20 @@ async def models(request: HttpRequest) -> HttpResponse:
     except DOMAIN_ERRORS as exc:
         return api_error(exc).response()
     return JsonResponse({"object": "list", "data": model_list(await catalog.all())})
+
+
+@require_GET
+async def model(request: HttpRequest, model_id: str) -> HttpResponse:
+    """GET /v1/models/{id}: the entry /v1/models lists under that id, or 404
+    model_not_found (the same answer as a chat completion for an unknown model)."""
+    try:
+        await _credential(request).authorize()
+        found = [m for m in model_list(await catalog.all()) if m["id"] == model_id]
+        if not found:
+            raise ModelNotFound(model_id)
+    except DOMAIN_ERRORS as exc:
+        return api_error(exc).response()
+    return JsonResponse(found[0])
 
 
 def model_list(deployments: dict[str, Any]) -> list[dict[str, object]]:

@@ -29,6 +29,7 @@ from gateway.serving.admission import Target
 from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
+from inference.reply import ReplyAssembler, carries_output
 from inference.snapshot import WorkerView
 from scaling.routing.dispatcher import Dispatcher, Lease
 from scaling.routing.fair_queue import Tenant
@@ -75,8 +76,7 @@ class Completion:
         self.reservation = reservation
         self.cache = cache or CachePlan(Outcome.BYPASS)  # until the caches have been asked
         self.coalesced = False  # read another identical request's generation
-        self.text: list[str] = []  # kept only when the reply will be cached
-        self.finish_reason: str | None = None
+        self.reply = ReplyAssembler()  # assembled only when the reply will be cached
         self.created = int(time.time())
         self.usage: dict[str, int] | None = None
         self.chunks_with_text = 0
@@ -143,7 +143,7 @@ class Completion:
 
     async def _settle_after(self, shared: SharedGeneration | None) -> None:
         if shared is not None:  # count what the generation made, not what this reader saw
-            self.usage, self.chunks_with_text, self.text = None, 0, []
+            self.usage, self.chunks_with_text, self.reply = None, 0, ReplyAssembler()
             for worker_url, chunk in shared.items:
                 self._observe(worker_url, chunk)
         await settlement.settle(self)
@@ -158,6 +158,10 @@ class Completion:
         traceback: TracebackType | None,
     ) -> None:
         await asyncio.shield(self.settle())
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.reply.finish_reason
 
     # What the adapters show.
     @property
@@ -292,10 +296,8 @@ class Completion:
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         if self.cache.key is not None and not self.coalesced:
-            for choice in chunk.get("choices", []):
-                self.text.append((choice.get("delta") or {}).get("content") or "")
-                self.finish_reason = choice.get("finish_reason") or self.finish_reason
-        if any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+            self.reply.add(chunk)
+        if carries_output(chunk):  # text, reasoning or a tool call's part
             self.chunks_with_text += 1
             if self.ttft_s is None:
                 self.ttft_s = time.monotonic() - self.started_at

@@ -133,6 +133,6 @@ async def _keep_reply(run: "Completion") -> None:
         return
     prompt = run.usage.get("prompt_tokens", 0)
     completion = run.usage.get("completion_tokens", 0)
-    reply = exact.CachedReply("".join(run.text), run.finish_reason, prompt, completion)
+    reply = exact.CachedReply.assembled(run.reply, prompt, completion)
     cost = run.deployment.cost_micros(prompt, completion)
     await responses.keep(run.cache, reply, cost, run.request_id, run.reservation.team_id)

@@ -8,11 +8,13 @@ from typing import Any
 
 from aiohttp import web
 
+from inference.reply import ReplyAssembler
 from inference.sim.engine import Engine, Scheduler, SimRequest
 from inference.sim.fixed import FixedLatencyEngine
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
-from inference.sim.text import completion, prompt_tokens, scripted_completion
+from inference.sim.replies import Reply, logprobs, reply_for
+from inference.sim.text import prompt_tokens
 
 ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
 MODEL = web.AppKey("model", str)
@@ -30,9 +32,11 @@ def _error(status: int, message: str) -> web.Response:
 IMAGE_TOKENS = 64
 
 
-def _flat_messages(messages: Any) -> list[dict[str, str]] | None:
+def _flat_messages(messages: Any, tools: Any = None) -> list[dict[str, str]] | None:
     """Messages with string content, as the simulated tokenizer reads them: text parts
-    joined, each image part a run of IMAGE_TOKENS placeholders. None if malformed."""
+    joined, each image part a run of IMAGE_TOKENS placeholders, an assistant's tool calls
+    as their JSON, and the tools offered (as a chat template renders them) first. None if
+    malformed."""
     if not isinstance(messages, list):
         return None
     flat = []
@@ -52,16 +56,22 @@ def _flat_messages(messages: Any) -> list[dict[str, str]] | None:
                 else:
                     return None
             content = " ".join(pieces)
+        if content is None and message.get("tool_calls"):
+            content = ""
         if not isinstance(content, str):
             return None
+        if message.get("tool_calls"):
+            content = f"{content} {json.dumps(message['tool_calls'])}".strip()
         flat.append({"role": message["role"], "content": content})
+    if tools:
+        flat.insert(0, {"role": "tools", "content": json.dumps(tools)})
     return flat
 
 
 def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if not isinstance(body, dict):
         return "body must be a JSON object"
-    messages = _flat_messages(body.get("messages"))
+    messages = _flat_messages(body.get("messages"), body.get("tools"))
     if not messages:
         return "messages must be a non-empty list of {role, content} (text or image parts)"
     if body.get("model") != model:
@@ -78,16 +88,30 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
 
 
 def _chunk(
-    request_id: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None
+    request_id: str,
+    model: str,
+    created: int,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    token_logprobs: dict[str, Any] | None = None,
 ) -> bytes:
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    if token_logprobs is not None:
+        choice["logprobs"] = {"content": [token_logprobs]}
     payload = {
         "id": request_id,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "choices": [choice],
     }
     return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _logprobs_for(options: dict[str, Any], token: str, position: int) -> dict[str, Any] | None:
+    if options.get("logprobs") is not True:
+        return None
+    return logprobs(token, position, int(options.get("top_logprobs") or 0))
 
 
 def _usage(request: SimRequest) -> dict[str, int]:
@@ -98,8 +122,10 @@ def _usage(request: SimRequest) -> dict[str, int]:
     }
 
 
-def _finish_reason(request: SimRequest, max_tokens: int) -> str:
-    return "length" if request.generated >= max_tokens else "stop"
+def _finish_reason(request: SimRequest, max_tokens: int, reply: Reply) -> str:
+    if request.generated >= max_tokens:
+        return "length"
+    return "tool_calls" if reply.calls else "stop"
 
 
 async def chat_completions(http: web.Request) -> web.StreamResponse:
@@ -112,24 +138,28 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
     if isinstance(parsed, str):
         return _error(404 if "does not exist" in parsed else 400, parsed)
     request, options = parsed
-    scripted = http.app[SCRIPTED].get(options["messages"][-1]["content"])
-    if scripted is not None:
-        request.output = scripted_completion(scripted, options["max_tokens"])
-    else:
-        request.output = completion(
-            request.prompt,
-            options["max_tokens"],
-            engine.profile.mean_output_tokens,
-            ignore_eos=bool(options.get("ignore_eos")),
-        )
+    reply = reply_for(
+        options,
+        options["messages"],
+        request.prompt,
+        options["max_tokens"],
+        engine.profile.mean_output_tokens,
+        http.app[SCRIPTED].get(options["messages"][-1]["content"]),
+    )
+    request.output = [piece.token for piece in reply.pieces]
     engine.submit(request)
     request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     try:
         if options.get("stream"):
-            return await _stream(http, request, options, request_id, created, model)
-        text = []
+            return await _stream(http, request, reply, options, request_id, created, model)
+        assembled = ReplyAssembler()
+        position = 0
         while (token := await request.tokens.get()) is not None:
-            text.append(token)
+            piece = reply.pieces[position]
+            lp = _logprobs_for(options, token, position)
+            logprobs_part = {"logprobs": {"content": [lp]}} if lp is not None else {}
+            assembled.add({"choices": [{"index": 0, "delta": piece.delta, **logprobs_part}]})
+            position += 1
     finally:
         engine.cancel(request)  # no-op when finished; frees the slot when the client left
     return web.json_response(
@@ -141,8 +171,9 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": "".join(text)},
-                    "finish_reason": _finish_reason(request, options["max_tokens"]),
+                    "message": assembled.message(),
+                    "logprobs": assembled.logprobs(),
+                    "finish_reason": _finish_reason(request, options["max_tokens"], reply),
                 }
             ],
             "usage": _usage(request),
@@ -153,6 +184,7 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
 async def _stream(
     http: web.Request,
     request: SimRequest,
+    reply: Reply,
     options: dict[str, Any],
     request_id: str,
     created: int,
@@ -163,9 +195,13 @@ async def _stream(
     )
     await response.prepare(http)
     await response.write(_chunk(request_id, model, created, {"role": "assistant", "content": ""}))
+    position = 0
     while (token := await request.tokens.get()) is not None:
-        await response.write(_chunk(request_id, model, created, {"content": token}))
-    finish = _finish_reason(request, options["max_tokens"])
+        delta = reply.pieces[position].delta
+        lp = _logprobs_for(options, token, position)
+        await response.write(_chunk(request_id, model, created, delta, None, lp))
+        position += 1
+    finish = _finish_reason(request, options["max_tokens"], reply)
     await response.write(_chunk(request_id, model, created, {}, finish))
     if (options.get("stream_options") or {}).get("include_usage"):
         usage = {
@@ -189,7 +225,9 @@ async def tokenize(http: web.Request) -> web.Response:
         body = await http.json()
     except json.JSONDecodeError:
         return _error(400, "body is not valid JSON")
-    messages = _flat_messages(body.get("messages") if isinstance(body, dict) else None)
+    if not isinstance(body, dict):
+        return _error(400, "body must be a JSON object")
+    messages = _flat_messages(body.get("messages"), body.get("tools"))
     if messages is None:
         return _error(400, "messages must be a list of {role, content} (text or image parts)")
     if body.get("model") != http.app[MODEL]:

@@ -1,0 +1,121 @@
+"""One whole reply from the chunks a worker streams: text, reasoning, tool calls, logprobs.
+
+The gateway always streams from its workers; a client that did not ask for a stream gets
+the reply this assembles (gateway/api/views.py), and the caches keep it (caching/exact.py).
+Chunks come from a worker, so they are read defensively: a field of an unexpected type is
+skipped, never an exception that would turn a finished generation into a 500.
+
+vLLM streams a tool call as OpenAI does: a first delta with the call's index, id, type and
+function name, then fragments of its JSON arguments under the same index. Reasoning
+(a reasoning parser's output) arrives as `reasoning_content` deltas; newer vLLM versions
+call the field `reasoning`, which is read as the same thing.
+"""
+
+from typing import Any
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def carries_output(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk holds generated tokens (text, reasoning or a tool call's part)."""
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and (
+            delta.get("content") or delta.get("tool_calls") or _reasoning_of(delta)
+        ):
+            return True
+    return False
+
+
+def _reasoning_of(delta: dict[str, Any]) -> str:
+    for field in REASONING_FIELDS:
+        text = delta.get(field)
+        if isinstance(text, str) and text:
+            return text
+    return ""
+
+
+class ReplyAssembler:
+    """Feed it every chunk of one choice's stream (n is always 1 here), then read it."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.logprob_tokens: list[Any] | None = None  # None: the worker sent no logprobs
+        self.finish_reason: str | None = None
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta)
+            logprobs = choice.get("logprobs")
+            if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+                self.logprob_tokens = [*(self.logprob_tokens or []), *logprobs["content"]]
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str):
+                self.finish_reason = finish
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+        reasoning = _reasoning_of(delta)
+        if reasoning:
+            self.reasoning.append(reasoning)
+        calls = delta.get("tool_calls")
+        for position, part in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(part, dict):
+                self._call_part(part, position)
+
+    def _call_part(self, part: dict[str, Any], position: int) -> None:
+        index = part.get("index", position)
+        if not isinstance(index, int):
+            return
+        call = self.calls.setdefault(
+            index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if isinstance(part.get("id"), str) and part["id"]:
+            call["id"] = part["id"]
+        if isinstance(part.get("type"), str):
+            call["type"] = part["type"]
+        function = part.get("function")
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments")
+            if isinstance(name, str) and name and not call["function"]["name"]:
+                call["function"]["name"] = name
+            if isinstance(arguments, str):
+                call["function"]["arguments"] += arguments
+
+    @property
+    def text(self) -> str:
+        return "".join(self.content)
+
+    @property
+    def reasoning_text(self) -> str | None:
+        return "".join(self.reasoning) or None
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None:
+        return [self.calls[index] for index in sorted(self.calls)] or None
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message, as OpenAI's non-streamed reply has it: content null when
+        the reply is tool calls only."""
+        tool_calls = self.tool_calls
+        text = self.text
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": text if text or not tool_calls else None,
+        }
+        if self.reasoning_text is not None:
+            message["reasoning_content"] = self.reasoning_text
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        return message
+
+    def logprobs(self) -> dict[str, Any] | None:
+        return None if self.logprob_tokens is None else {"content": self.logprob_tokens}
