@@ -13,6 +13,7 @@ class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
 class ModelDeploymentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = [
         "name",
+        "kind",
         "tier",
         "price_input_per_million",
         "price_output_per_million",

@@ -1,14 +1,30 @@
-"""Model deployments as the API sees them: a per-process copy refreshed every few seconds."""
+"""Model deployments as the API sees them: a per-process copy refreshed every few seconds.
+
+Besides the deployments in the database, the catalog holds the built-in embedding model
+(all-MiniLM-L6-v2, the one the semantic cache runs in every gateway process) whenever its
+weights are prepared: /v1/embeddings serves it with no worker. An operator who defines an
+embedding deployment serving it (to price it, or to give it another public name) replaces
+that default entry. One with workers registered is served by them (vLLM can serve the same
+model under that name), never in the gateway.
+"""
 
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+
 from foundation.db import database_read
 from foundation.single_flight import SingleFlight
-from inference.models import ModelDeployment
+from inference.models import ModelDeployment, Worker
 
 REFRESH_S = 5.0
+CHAT = ModelDeployment.Kind.CHAT.value
+EMBEDDING = ModelDeployment.Kind.EMBEDDING.value
+# The built-in embedding model's public name, and the upstream name that marks an embedding
+# deployment without workers as served in the gateway process (inference/embeddings.py).
+BUILTIN_EMBEDDING_MODEL = "all-minilm-l6-v2"
 
 
 @dataclass(frozen=True)
@@ -21,6 +37,12 @@ class DeploymentInfo:
     routing_policy: str = "prefix_aware"  # the worker choice (scaling/routing/policies.py)
     tier: str = "small"  # small and large deployments are what model "auto" routes to
     accepts_images: bool = False  # image_url content parts reach its workers
+    kind: str = CHAT  # chat (/v1/chat/completions) or embedding (/v1/embeddings)
+    in_process: bool = False  # the built-in embedder answers it, in this process
+
+    @property
+    def is_chat(self) -> bool:
+        return self.kind == CHAT
 
     def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens."""
@@ -51,7 +73,7 @@ class DeploymentCatalog:
 
 
 def _load() -> dict[str, DeploymentInfo]:
-    return {
+    deployments = {
         d.name: DeploymentInfo(
             d.name,
             d.price_input_per_million,
@@ -61,9 +83,35 @@ def _load() -> dict[str, DeploymentInfo]:
             d.routing_policy,
             d.tier,
             d.accepts_images,
+            d.kind,
+            d.kind == EMBEDDING
+            and d.upstream_model == BUILTIN_EMBEDDING_MODEL
+            and not d.has_workers,
         )
-        for d in ModelDeployment.objects.all()
+        for d in ModelDeployment.objects.annotate(
+            has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))
+        )
     }
+    if not any(d.in_process for d in deployments.values()) and builtin_embedder_prepared():
+        deployments.setdefault(BUILTIN_EMBEDDING_MODEL, BUILTIN_EMBEDDING)
+    return deployments
 
+
+def builtin_embedder_prepared() -> bool:
+    """Whether this machine has the built-in model's weights (`make worker` prepares them)."""
+    return bool((settings.EMBEDDING_MODEL_DIR / ".prepared").exists())
+
+
+# The default entry: free (an operator prices it by defining the deployment), created 0.
+BUILTIN_EMBEDDING = DeploymentInfo(
+    BUILTIN_EMBEDDING_MODEL,
+    Decimal("0"),
+    Decimal("0"),
+    0,
+    revision=f"{BUILTIN_EMBEDDING_MODEL}@1",
+    tier="small",
+    kind=EMBEDDING,
+    in_process=True,
+)
 
 catalog = DeploymentCatalog()

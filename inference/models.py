@@ -13,6 +13,12 @@ class ModelDeployment(models.Model):
         LARGE = "large", "Large (capable)"
         BATCH = "batch", "Batch (spot capacity)"
 
+    class Kind(models.TextChoices):
+        """What the model does: which endpoint serves it (the other one refuses it by name)."""
+
+        CHAT = "chat", "Chat (/v1/chat/completions)"
+        EMBEDDING = "embedding", "Embedding (/v1/embeddings)"
+
     class RoutingPolicy(models.TextChoices):
         """How a request picks among the deployment's workers (docs/routing.md)."""
 
@@ -25,6 +31,13 @@ class ModelDeployment(models.Model):
         max_length=200, blank=True, help_text="the name workers serve it under; blank = name"
     )
     revision = models.CharField(max_length=100, default="1", help_text="bump to invalidate caches")
+    kind = models.CharField(
+        max_length=10,
+        choices=Kind.choices,
+        default=Kind.CHAT,
+        help_text="chat or embedding; an embedding deployment serving all-minilm-l6-v2 with "
+        "no workers runs in the gateway itself",
+    )
     tier = models.CharField(max_length=10, choices=Tier.choices, default=Tier.SMALL)
     price_input_per_million = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from caching import responses
 from caching.exact import CacheDirectives
 from foundation import metrics
-from gateway.accounts.authentication import bearer_token
+from gateway.accounts.authentication import bearer_token, check_model_allowed
 from gateway.serving.admission import ApiKeyCredential
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
@@ -29,7 +29,7 @@ from gateway.serving.pipeline import (
 )
 from inference.chat_request import InvalidRequest, parse_chat_request
 from inference.chat_tools import legacy_chunk, legacy_message
-from inference.deployments import catalog
+from inference.deployments import DeploymentInfo, catalog
 from inference.reply import ReplyAssembler
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
@@ -157,35 +157,45 @@ def _false_hit_request_id(raw: bytes) -> str:
 
 @require_GET
 async def models(request: HttpRequest) -> HttpResponse:
+    """GET /v1/models: what this key may use (all of them for a key without allowed models)."""
     try:
-        await _credential(request).authorize()
+        caller = await _credential(request).authorize()
     except DOMAIN_ERRORS as exc:
         return api_error(exc).response()
-    return JsonResponse({"object": "list", "data": model_list(await catalog.all())})
+    usable = model_list(await catalog.all(), caller.allowed_models)
+    return JsonResponse({"object": "list", "data": usable})
 
 
 @require_GET
 async def model(request: HttpRequest, model_id: str) -> HttpResponse:
-    """GET /v1/models/{id}: the entry /v1/models lists under that id, or 404
-    model_not_found (the same answer as a chat completion for an unknown model)."""
+    """GET /v1/models/{id}: the entry /v1/models lists under that id; 403 model_not_allowed
+    for a model the key may not use (as a chat completion with it), 404 model_not_found for
+    an unknown one."""
     try:
-        await _credential(request).authorize()
-        found = [m for m in model_list(await catalog.all()) if m["id"] == model_id]
+        caller = await _credential(request).authorize()
+        deployments = await catalog.all()
+        found = [m for m in model_list(deployments, caller.allowed_models) if m["id"] == model_id]
         if not found:
+            if any(m["id"] == model_id for m in model_list(deployments)):
+                check_model_allowed(caller.allowed_models, model_id)
             raise ModelNotFound(model_id)
     except DOMAIN_ERRORS as exc:
         return api_error(exc).response()
     return JsonResponse(found[0])
 
 
-def model_list(deployments: dict[str, Any]) -> list[dict[str, object]]:
-    """/v1/models: every deployment, and "auto" while a small or large one exists to route
-    it to (a deployment actually named "auto" is listed once, as itself)."""
+def model_list(
+    deployments: dict[str, DeploymentInfo], allowed_models: tuple[str, ...] = ()
+) -> list[dict[str, object]]:
+    """/v1/models: every deployment the key may use (an empty allowed list allows all), and
+    "auto" while a small or large chat deployment among them exists to route it to (a
+    deployment actually named "auto" is listed once, as itself)."""
+    usable = [d for d in deployments.values() if not allowed_models or d.name in allowed_models]
     data: list[dict[str, object]] = [
         {"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
-        for d in deployments.values()
+        for d in usable
     ]
-    routed = [d.created for d in deployments.values() if d.tier in ROUTED_TIERS]
+    routed = [d.created for d in usable if d.tier in ROUTED_TIERS and d.is_chat]
     if routed and AUTO_MODEL not in deployments:
         data.append(
             {"id": AUTO_MODEL, "object": "model", "created": min(routed), "owned_by": "sluice"}

@@ -115,7 +115,7 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
     """Model "auto": classify the request, then take a deployment of that tier the caller may
     use (docs/routing.md, "Tiered routing"). A key with allowed models reaches only those:
     "auto" is a chooser, not a permission. None when no small or large deployment exists."""
-    routed = [d for d in (await catalog.all()).values() if d.tier in ROUTED_TIERS]
+    routed = [d for d in (await catalog.all()).values() if d.tier in ROUTED_TIERS and d.is_chat]
     if not routed:
         return None
     usable = [d for d in routed if not caller.allowed_models or d.name in caller.allowed_models]
@@ -132,7 +132,14 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
 
 
 def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> None:
-    """What only some deployments take (image parts), refused before any quota is spent."""
+    """What only some deployments take (chat itself, image parts), refused before any quota
+    is spent."""
+    if not deployment.is_chat:
+        raise InvalidRequest(
+            f"The model '{deployment.name}' is an embedding model: call /v1/embeddings with "
+            "it, or use a chat model here.",
+            "model",
+        )
     image = chat.first_image_part() if not deployment.accepts_images else None
     if image is not None:
         raise InvalidRequest(
@@ -144,13 +151,20 @@ def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> Non
 
 async def reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
     """Reserve the request's RPM, tokens and money atomically (one Lua script)."""
-    prompt = chat.estimated_prompt_tokens()
+    return await reserve_tokens(caller, deployment, chat.estimated_prompt_tokens(), chat.max_tokens)
+
+
+async def reserve_tokens(
+    caller: Caller, deployment: DeploymentInfo, prompt: int, max_tokens: int
+) -> Reservation:
+    """reserve() for any endpoint: `prompt` input tokens plus `max_tokens` to generate (0
+    for embeddings), and their cost at the deployment's prices."""
     request = AdmissionRequest(
         caller.team_id,
         caller.key_id,
         prompt,
-        chat.max_tokens,
-        deployment.cost_micros(prompt, chat.max_tokens),
+        max_tokens,
+        deployment.cost_micros(prompt, max_tokens),
     )
     try:
         return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)
