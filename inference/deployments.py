@@ -8,17 +8,21 @@ that default entry. One with workers registered is served by them (vLLM can serv
 model under that name), never in the gateway.
 """
 
+import logging
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
+from redis.exceptions import RedisError
 
 from foundation.db import database_read
 from foundation.single_flight import SingleFlight
 from inference.models import ModelDeployment, Worker
+from inference.snapshot import fleet_view
 
+logger = logging.getLogger(__name__)
 REFRESH_S = 5.0
 CHAT = ModelDeployment.Kind.CHAT.value
 EMBEDDING = ModelDeployment.Kind.EMBEDDING.value
@@ -39,6 +43,7 @@ class DeploymentInfo:
     accepts_images: bool = False  # image_url content parts reach its workers
     kind: str = CHAT  # chat (/v1/chat/completions) or embedding (/v1/embeddings)
     in_process: bool = False  # the built-in embedder answers it, in this process
+    context_length: int | None = None  # the operator's override; None: what workers report
 
     @property
     def is_chat(self) -> bool:
@@ -62,6 +67,7 @@ class DeploymentCatalog:
         if time.monotonic() - self._loaded_at >= REFRESH_S:
             self._by_name = await self._flights.run("catalog", database_read(_load))
             self._loaded_at = time.monotonic()
+            await _load_fleet_copy()  # for known_context_length (sync callers: /v1/models)
         return self._by_name
 
     async def get(self, name: str) -> DeploymentInfo | None:
@@ -87,6 +93,7 @@ def _load() -> dict[str, DeploymentInfo]:
             d.kind == EMBEDDING
             and d.upstream_model == BUILTIN_EMBEDDING_MODEL
             and not d.has_workers,
+            d.context_length,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))
@@ -95,6 +102,32 @@ def _load() -> dict[str, DeploymentInfo]:
     if not any(d.in_process for d in deployments.values()) and builtin_embedder_prepared():
         deployments.setdefault(BUILTIN_EMBEDDING_MODEL, BUILTIN_EMBEDDING)
     return deployments
+
+
+async def context_length(deployment: DeploymentInfo) -> int | None:
+    """The deployment's context window in tokens: the operator's override, else the smallest
+    its workers report (their /v1/models max_model_len, via the fleet snapshot); None when
+    neither is known (then nothing is refused for length before the worker)."""
+    if deployment.context_length is not None:
+        return deployment.context_length
+    await fleet_view.workers()
+    return fleet_view.reported_context_length(deployment.name)
+
+
+def known_context_length(deployment: DeploymentInfo) -> int | None:
+    """context_length() from the fleet copy already loaded (the catalog loads it when it
+    refreshes), for sync callers such as the /v1/models list."""
+    if deployment.context_length is not None:
+        return deployment.context_length
+    return fleet_view.reported_context_length(deployment.name)
+
+
+async def _load_fleet_copy() -> None:
+    """Best effort: without Redis the list simply lacks worker-reported windows."""
+    try:
+        await fleet_view.workers()
+    except (RedisError, OSError) as exc:
+        logger.debug("fleet snapshot unreadable for context lengths: %s", exc)
 
 
 def builtin_embedder_prepared() -> bool:

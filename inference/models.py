@@ -1,8 +1,11 @@
 from decimal import Decimal
+from typing import Any
 
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
+
+PRICE_FIELDS = ("price_input_per_million", "price_output_per_million", "gpu_cost_per_hour")
 
 
 class ModelDeployment(models.Model):
@@ -48,6 +51,19 @@ class ModelDeployment(models.Model):
     gpu_cost_per_hour = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
     )
+    # Set by `setup_demo` on the demo deployment it prices: the dashboard labels its
+    # figures "example prices" so a newcomer does not read them as real money.
+    prices_are_examples = models.BooleanField(
+        default=False,
+        help_text="the prices above are documented examples (the demo); the dashboard says so",
+    )
+    context_length = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="tokens of prompt plus output the model takes; blank = what its workers "
+        "report (vLLM's max_model_len)",
+    )
     max_in_flight_per_worker = models.PositiveIntegerField(
         default=64,
         validators=[MinValueValidator(1)],
@@ -71,6 +87,20 @@ class ModelDeployment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A price changed while the flag stays as it was means an operator priced the
+        deployment: its prices are no longer the examples, and the dashboard stops saying so."""
+        if self.pk is not None and self.prices_are_examples and self._operator_repriced():
+            self.prices_are_examples = False
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "prices_are_examples"}
+        super().save(*args, **kwargs)
+
+    def _operator_repriced(self) -> bool:
+        rows = type(self).objects.filter(pk=self.pk, prices_are_examples=True)
+        before = rows.values(*PRICE_FIELDS).first()
+        return before is not None and any(before[f] != getattr(self, f) for f in PRICE_FIELDS)
 
     @property
     def upstream_model(self) -> str:

@@ -33,6 +33,7 @@ class HealthTrack:
     streak: int = 0  # consecutive results that disagree with `healthy`
     ttft_buckets: dict[float, float] = field(default_factory=dict)
     ttft: tuple[float | None, float | None] = (None, None)
+    max_model_len: int | None = None  # asked of /v1/models once, until it answers
 
 
 HealthCallback = Callable[[Worker, bool], None]
@@ -79,6 +80,8 @@ class Scraper:
         await self._update_health(worker, track, ok=reading is not None, error=error)
         if self.on_health is not None:
             self.on_health(worker, reading is not None)
+        if reading is not None and track.max_model_len is None:
+            track.max_model_len = await self._max_model_len(session, worker)
         if reading is not None:
             delta = bucket_delta(reading.ttft_buckets, track.ttft_buckets)
             if sum(delta.values()) > 0:
@@ -105,7 +108,27 @@ class Scraper:
             ttft_p99_s=track.ttft[1],
             scraped_at=time.time(),
             error=error,
+            max_model_len=track.max_model_len,
         )
+
+    async def _max_model_len(self, session: aiohttp.ClientSession, worker: Worker) -> int | None:
+        """The worker's context window from its /v1/models (vLLM reports max_model_len per
+        model). A worker that does not say (or fails to) is asked again next scrape."""
+        try:
+            async with session.get(f"{worker.url}/v1/models", timeout=self.timeout) as reply:
+                body = await reply.json(content_type=None) if reply.status == 200 else {}
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        entries = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(entries, list):
+            return None
+        upstream = worker.deployment.upstream_model
+        models = [e for e in entries if isinstance(e, dict)]
+        for entry in sorted(models, key=lambda e: e.get("id") != upstream):  # its own first
+            value = entry.get("max_model_len")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
 
     async def _update_health(
         self, worker: Worker, track: HealthTrack, ok: bool, error: str

@@ -35,6 +35,8 @@ class WorkerView:
     ttft_p99_s: float | None
     scraped_at: float
     error: str
+    # The context window its /v1/models reports (vLLM's max_model_len); None: not reported.
+    max_model_len: int | None = None
 
     @property
     def routable(self) -> bool:
@@ -66,6 +68,16 @@ class FleetView:
     def cached_routable(self, deployment: str) -> list[WorkerView]:
         """Routable workers from the copy already loaded (for sync callers)."""
         return [w for w in self._workers if w.deployment == deployment and w.routable]
+
+    def reported_context_length(self, deployment: str) -> int | None:
+        """The smallest context window the deployment's live workers report, from the copy
+        already loaded: a request that fits it fits whichever worker it is routed to."""
+        lengths = [
+            w.max_model_len
+            for w in self._workers
+            if w.deployment == deployment and w.max_model_len and w.state != "dead"
+        ]
+        return min(lengths) if lengths else None
 
     def invalidate(self) -> None:
         self._loaded_at = float("-inf")

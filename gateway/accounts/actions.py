@@ -161,18 +161,25 @@ def revoke_api_key(key: ApiKey) -> ApiKey:
 
 
 @transaction.atomic
-def update_quota_policy(team: Team, **changes: int | Decimal | None) -> QuotaPolicy:
+def update_quota_policy(
+    team: Team, max_tokens_policy: str | None = None, **changes: int | Decimal | None
+) -> QuotaPolicy:
     """Concurrent changes serialize on the row; the published record is the saved one. A
-    team that followed the default gets its own policy: a copy of the default, changed."""
+    team that followed the default gets its own policy: a copy of the default, changed.
+    max_tokens_policy: refuse or clamp (QuotaPolicy.LengthPolicy); None leaves it."""
     _check_limits(changes)
     QuotaPolicy.objects.get_or_create(team=team, defaults=default_policy_values())
     policy = QuotaPolicy.objects.select_for_update().get(team=team)
+    said: dict[str, object] = dict(changes)
     for name, value in changes.items():
         setattr(policy, name, value)
+    if max_tokens_policy is not None:
+        policy.max_tokens_policy = max_tokens_policy
+        said["max_tokens_policy"] = max_tokens_policy
     policy.full_clean()
     policy.save()
     team_limits.publish(str(team.pk), quota_limits_from_row(policy))
-    logger.info("changed quota policy of team %s: %s", team.name, changes)
+    logger.info("changed quota policy of team %s: %s", team.name, said)
     return policy
 
 

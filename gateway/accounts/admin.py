@@ -1,5 +1,6 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.forms import ModelForm
@@ -22,12 +23,38 @@ class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
     autocomplete_fields = ["user"]
 
 
+class LengthPolicyField(forms.TypedChoiceField):
+    """max_tokens_policy in a form: absent means refuse (the default), so a form posted
+    without it (an older client, a script) neither fails nor counts as a change."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.pop("max_length", None)
+        kwargs.update(required=False, empty_value=QuotaPolicy.LengthPolicy.REFUSE.value)
+        super().__init__(**kwargs)
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        refuse = QuotaPolicy.LengthPolicy.REFUSE.value
+        return str(initial or refuse) != str(data or refuse)
+
+
+class QuotaPolicyForm(ModelForm):  # type: ignore[type-arg]
+    max_tokens_policy = LengthPolicyField(
+        choices=QuotaPolicy.LengthPolicy.choices,
+        help_text=QuotaPolicy._meta.get_field("max_tokens_policy").help_text,
+    )
+
+    class Meta:
+        model = QuotaPolicy
+        fields = ["team", *actions.QUOTA_FIELDS, "max_tokens_policy"]
+
+
 class QuotaPolicyInline(admin.StackedInline):  # type: ignore[type-arg]
     """A team's own policy. Without one the form shows the platform default's values and,
     left unchanged, saves nothing: the team keeps following the default. Deleting it puts
     the team back on the default."""
 
     model = QuotaPolicy
+    form = QuotaPolicyForm
     verbose_name = "own quota policy (unchanged: the team follows the default quota policy)"
 
 
@@ -75,8 +102,9 @@ class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class QuotaPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Teams' own policies; deleting one puts its team back on the default."""
 
-    list_display = ["team", *actions.QUOTA_FIELDS]
-    fields = ["team", *actions.QUOTA_FIELDS]
+    form = QuotaPolicyForm
+    list_display = ["team", *actions.QUOTA_FIELDS, "max_tokens_policy"]
+    fields = ["team", *actions.QUOTA_FIELDS, "max_tokens_policy"]
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         # A new policy starts as the default: a field left as shown keeps the default's

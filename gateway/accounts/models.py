@@ -83,7 +83,22 @@ class QuotaPolicy(QuotaFields):
     """A team's own limits, all of them: an empty field is unlimited for this team. A team
     without one follows DefaultQuotaPolicy, live (docs/accounts.md, "Quotas")."""
 
+    class LengthPolicy(models.TextChoices):
+        """What a request whose max_tokens does not fit (the model's context window, or
+        the team's max_tokens_cap) gets: refused with a 400, or max_tokens lowered."""
+
+        REFUSE = "refuse", "Refuse (400 context_length_exceeded / max_tokens_over_cap)"
+        CLAMP = "clamp", "Clamp max_tokens to what fits (header x-sluice-max-tokens-clamped)"
+
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="quota")
+    # The team's own: a team without a QuotaPolicy row is refused (the default).
+    max_tokens_policy = models.CharField(
+        max_length=10,
+        choices=LengthPolicy.choices,
+        default=LengthPolicy.REFUSE,
+        help_text="max_tokens over the context window or the cap: refuse, or clamp it to what "
+        "fits (a prompt that alone does not fit is always refused)",
+    )
 
     class Meta:
         verbose_name_plural = "quota policies"

@@ -46,6 +46,9 @@ class QuotaLimits:
     max_tokens_cap: int | None = None
     queue_weight: int = 1
     max_concurrent_requests: int | None = None
+    # max_tokens over the context window or max_tokens_cap: lowered to fit, not refused
+    # (a team's own policy only: the platform default refuses).
+    clamp_max_tokens: bool = False
 
 
 def key_record_from_row(key: ApiKey) -> KeyRecord:
@@ -75,6 +78,8 @@ def quota_limits_from_row(policy: QuotaFields | None) -> QuotaLimits:
         max_tokens_cap=policy.max_tokens_cap,
         queue_weight=policy.queue_weight,
         max_concurrent_requests=policy.max_concurrent_requests,
+        clamp_max_tokens=isinstance(policy, QuotaPolicy)
+        and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.CLAMP,
     )
 
 
@@ -123,4 +128,12 @@ async def limits_for_team(team_id: int) -> QuotaLimits:
     default = await team_limits.get(DEFAULT_LIMITS_ID)
     # The loader always finds the default; "missing" could only be a hand-written Redis
     # record, and then the settings' limits apply rather than none.
-    return default if default is not None else QuotaLimits(**default_limits_from_settings())
+    if default is not None:
+        return default
+    fallback = default_limits_from_settings()
+    return QuotaLimits(
+        requests_per_minute=fallback["requests_per_minute"],
+        tokens_per_minute=fallback["tokens_per_minute"],
+        tokens_per_month=fallback["tokens_per_month"],
+        max_tokens_cap=fallback["max_tokens_cap"],
+    )

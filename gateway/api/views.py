@@ -29,7 +29,7 @@ from gateway.serving.pipeline import (
 )
 from inference.chat_request import InvalidRequest, parse_chat_request
 from inference.chat_tools import legacy_chunk, legacy_message
-from inference.deployments import DeploymentInfo, catalog
+from inference.deployments import DeploymentInfo, catalog, known_context_length
 from inference.reply import ReplyAssembler
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
@@ -191,8 +191,16 @@ def model_list(
     "auto" while a small or large chat deployment among them exists to route it to (a
     deployment actually named "auto" is listed once, as itself)."""
     usable = [d for d in deployments.values() if not allowed_models or d.name in allowed_models]
+    # context_length (not in OpenAI's list; other gateways add it): the deployment's window,
+    # its override or what its workers report; null while unknown.
     data: list[dict[str, object]] = [
-        {"id": d.name, "object": "model", "created": d.created, "owned_by": "sluice"}
+        {
+            "id": d.name,
+            "object": "model",
+            "created": d.created,
+            "owned_by": "sluice",
+            "context_length": known_context_length(d),
+        }
         for d in usable
     ]
     routed = [d.created for d in usable if d.tier in ROUTED_TIERS and d.is_chat]

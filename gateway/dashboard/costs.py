@@ -22,8 +22,17 @@ from django.db.models import F, Sum
 from gateway.dashboard.models import FleetHour, FleetSample
 from gateway.dashboard.periods import Period
 from gateway.dashboard.selectors import HIT_KINDS, rollups
+from inference.models import ModelDeployment
 
 MICROS = 1_000_000
+
+
+def example_priced_models() -> list[str]:
+    """Deployments whose prices are documented examples (the demo's, set by setup_demo):
+    every page that shows money labels their figures "example prices"."""
+    return sorted(
+        ModelDeployment.objects.filter(prices_are_examples=True).values_list("name", flat=True)
+    )
 
 
 @dataclass(frozen=True)

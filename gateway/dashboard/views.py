@@ -29,7 +29,13 @@ def _page(
     return render(
         request,
         f"dashboard/{template}",
-        {"period": p, "periods": PERIODS, "charts": charts_, **context},
+        {
+            "period": p,
+            "periods": PERIODS,
+            "charts": charts_,
+            "example_models": costs.example_priced_models(),
+            **context,
+        },
     )
 
 

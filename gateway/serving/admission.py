@@ -6,7 +6,7 @@ told.
 """
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
@@ -18,13 +18,19 @@ from gateway.accounts.models import Membership
 from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
 from gateway.accounts.records import KeyRecord, limits_for_team
 from gateway.accounts.rejections import count_rejection
-from gateway.serving.errors import ModelNotFound, NotAuthenticated, NoUsableTier
+from gateway.serving.errors import (
+    ContextLengthExceeded,
+    ModelNotFound,
+    NotAuthenticated,
+    NoUsableTier,
+)
 from inference.chat_request import ChatRequest, InvalidRequest
-from inference.deployments import DeploymentInfo, catalog
+from inference.deployments import DeploymentInfo, catalog, context_length
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
 
 logger = logging.getLogger(__name__)
 INFERENCE_SCOPE = "inference"
+CLAMPED_HEADER = "x-sluice-max-tokens-clamped"
 
 
 @dataclass(frozen=True)
@@ -94,10 +100,15 @@ class Target:
 
     deployment: DeploymentInfo
     tier_route: TierRoute | None = None
+    max_tokens_clamped_from: int | None = None  # the client's max_tokens, when lowered
 
     def headers(self) -> dict[str, str]:
-        """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto"."""
-        return self.tier_route.headers() if self.tier_route is not None else {}
+        """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto";
+        x-sluice-max-tokens-clamped (the client's max_tokens) for one clamped to fit."""
+        headers = self.tier_route.headers() if self.tier_route is not None else {}
+        if self.max_tokens_clamped_from is not None:
+            headers[CLAMPED_HEADER] = str(self.max_tokens_clamped_from)
+        return headers
 
 
 async def choose_target(caller: Caller, chat: ChatRequest) -> Target:
@@ -147,6 +158,37 @@ def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> Non
             "an image_url part. Send text, or use a model that accepts images.",
             image,
         )
+
+
+async def fit_max_tokens(
+    caller: Caller, chat: ChatRequest, target: Target
+) -> tuple[ChatRequest, Target]:
+    """Make max_tokens fit, before any quota is spent or any queue joined: the deployment's
+    context window (the prompt estimate plus max_tokens) and the team's max_tokens_cap.
+
+    Under the team's "refuse" policy (the default) a request over the window is refused
+    here with context_length_exceeded; one over the cap goes on to admit(), which refuses
+    it as before. Under "clamp" max_tokens is lowered to what fits both, and the target
+    remembers the client's figure for the x-sluice-max-tokens-clamped header. A prompt
+    that alone fills the window (no room for one token) is refused whatever the policy.
+    The prompt figure is estimated_prompt_tokens(), which leans high (bytes / 3), so a
+    clamp leaves some room unused rather than letting the worker refuse."""
+    window = await context_length(target.deployment)
+    prompt = chat.estimated_prompt_tokens()
+    if window is not None and prompt >= window:
+        raise ContextLengthExceeded(target.deployment.name, window, prompt, chat.max_tokens)
+    fits = chat.max_tokens if window is None else min(chat.max_tokens, window - prompt)
+    limits = await limits_for_team(caller.team_id)
+    if limits.max_tokens_cap is not None:
+        fits = min(fits, limits.max_tokens_cap)
+    if fits >= chat.max_tokens:
+        return chat, target
+    if not limits.clamp_max_tokens:
+        if window is not None and prompt + chat.max_tokens > window:
+            raise ContextLengthExceeded(target.deployment.name, window, prompt, chat.max_tokens)
+        return chat, target  # over the cap only: admit() refuses it (max_tokens_over_cap)
+    clamped = replace(target, max_tokens_clamped_from=chat.max_tokens)
+    return replace(chat, max_tokens=fits), clamped
 
 
 async def reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:

@@ -93,6 +93,21 @@ class NoUsableTier(Exception):
     """Model "auto", but the key may use no small or large deployment."""
 
 
+class ContextLengthExceeded(Exception):
+    """The prompt (estimated) plus max_tokens does not fit the model's context window."""
+
+    def __init__(self, model: str, window: int, prompt: int, max_tokens: int) -> None:
+        super().__init__(
+            f"The model '{model}' has a context length of {window} tokens. However, you "
+            f"requested {prompt + max_tokens} tokens ({prompt} in the messages, estimated, "
+            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+            "max_tokens."
+        )
+        self.window = window
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+
+
 class Busy(Exception):
     """A socket asked for a second reply while one is streaming."""
 
@@ -181,6 +196,10 @@ def _invalid(exc: BaseException) -> ApiError:
 TABLE: list[tuple[type[BaseException], Callable[[BaseException], ApiError]]] = [
     (InvalidRequest, _invalid),
     (MaxTokensOverCap, lambda e: ApiError(400, str(e), "max_tokens_over_cap", "max_tokens")),
+    (
+        ContextLengthExceeded,
+        lambda e: ApiError(400, str(e), "context_length_exceeded", "messages"),
+    ),
     (NotAuthenticated, lambda e: ApiError(401, str(e), "unauthenticated")),
     (AuthenticationFailed, lambda e: ApiError(401, str(e), "invalid_api_key")),
     (ModelNotAllowed, lambda e: ApiError(403, str(e), "model_not_allowed", "model")),

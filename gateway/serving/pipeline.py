@@ -1,7 +1,8 @@
 """THE request pipeline: every chat completion, whatever its transport, takes these steps.
 
     1 authenticate   the transport's credential -> Caller (re-checked for every request)
-    2 admit          deployment (or model "auto" by tier), then one atomic quota reservation
+    2 admit          deployment (or model "auto" by tier), max_tokens fitted to the context
+                     window and cap (refused or clamped), then one atomic quota reservation
     3 exact cache    team-scoped key over deployment revision and the whole request
     4 semantic cache embed, nearest neighbours in the context's vector set, verify
     5 coalesce       an identical request already generating is shared
@@ -29,6 +30,7 @@ from gateway.serving.admission import (
     Credential,
     check_content_accepted,
     choose_target,
+    fit_max_tokens,
     reserve,
 )
 from gateway.serving.completion import Completion
@@ -80,6 +82,7 @@ async def open_completion(
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
+        chat, target = await fit_max_tokens(caller, chat, target)  # 2 admit: context window
         reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled

@@ -30,6 +30,8 @@ def _error(status: int, message: str) -> web.Response:
 # What an image part counts for in the prompt (vLLM's count depends on the model's vision
 # encoder; this is a stand-in of about that size).
 IMAGE_TOKENS = 64
+# The context window the simulator reports (/v1/models, /tokenize), as vLLM's max_model_len.
+SIM_MAX_MODEL_LEN = 32768
 
 
 def _flat_messages(messages: Any, tools: Any = None) -> list[dict[str, str]] | None:
@@ -233,7 +235,7 @@ async def tokenize(http: web.Request) -> web.Response:
     if body.get("model") != http.app[MODEL]:
         return _error(404, f"The model `{body.get('model')}` does not exist.")
     count = len(prompt_tokens(messages))
-    return web.json_response({"count": count, "max_model_len": 32768, "tokens": []})
+    return web.json_response({"count": count, "max_model_len": SIM_MAX_MODEL_LEN, "tokens": []})
 
 
 async def models(http: web.Request) -> web.Response:
@@ -241,7 +243,15 @@ async def models(http: web.Request) -> web.Response:
     return web.json_response(
         {
             "object": "list",
-            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "sluice-sim"}],
+            "data": [
+                {
+                    "id": model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "sluice-sim",
+                    "max_model_len": SIM_MAX_MODEL_LEN,  # as vLLM reports its context window
+                }
+            ],
         }
     )
 

@@ -7,7 +7,13 @@ register = template.Library()
 
 @register.filter
 def usd(micros: int | float | None) -> str:
-    return "-" if micros is None else f"${micros / 1_000_000:,.2f}"
+    """Dollars and cents; an amount under a cent keeps four decimals, so a little usage at
+    small per-token prices reads $0.0041 rather than a misleading $0.00."""
+    if micros is None:
+        return "-"
+    if 0 < abs(micros) < 10_000:
+        return f"${micros / 1_000_000:,.4f}"
+    return f"${micros / 1_000_000:,.2f}"
 
 
 @register.filter

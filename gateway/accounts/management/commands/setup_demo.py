@@ -1,6 +1,7 @@
 import json
 import secrets
 from argparse import ArgumentParser
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -11,9 +12,17 @@ from django.db import transaction
 from gateway.accounts import actions
 from gateway.accounts.models import ApiKey, Membership, Team
 from inference.fleet import ensure_deployment
+from inference.models import ModelDeployment
 from inference.worker_command import EMBEDDED_MODEL
 
 DEMO_KEY_NAME = "demo key (make run)"
+# Documented example figures (docs/dashboard.md, "Example prices"), so the cost pages of a
+# fresh `make run` show money rather than $0.00; the dashboard labels them as examples.
+EXAMPLE_PRICES = {
+    "price_input_per_million": Decimal("0.15"),
+    "price_output_per_million": Decimal("0.60"),
+    "gpu_cost_per_hour": Decimal("0.50"),
+}
 
 
 class Command(BaseCommand):
@@ -47,7 +56,10 @@ class Command(BaseCommand):
             created_by=user,
         )
         # The embedded CPU worker batches well up to about 16 streams (docs/benchmarks.md).
-        ensure_deployment(EMBEDDED_MODEL, max_in_flight_per_worker=16)
+        demo_deployment = ensure_deployment(
+            EMBEDDED_MODEL, max_in_flight_per_worker=16, prices_are_examples=True, **EXAMPLE_PRICES
+        )
+        price_examples(demo_deployment)
         demo = {
             "team": team.slug,
             "model": EMBEDDED_MODEL,
@@ -60,3 +72,15 @@ class Command(BaseCommand):
         else:
             for label, value in demo.items():
                 self.stdout.write(f"{label}: {value}")
+
+
+def price_examples(deployment: ModelDeployment) -> None:
+    """Give an unpriced demo deployment (one created before example prices existed) the
+    example prices. Only when all three figures are zero: a price an operator set, even one
+    of them, is never overwritten."""
+    if any(getattr(deployment, field) for field in EXAMPLE_PRICES):
+        return
+    for field, value in EXAMPLE_PRICES.items():
+        setattr(deployment, field, value)
+    deployment.prices_are_examples = True
+    deployment.save(update_fields=[*EXAMPLE_PRICES, "prices_are_examples"])
