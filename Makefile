@@ -24,7 +24,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test test-unit lint typecheck pytest bench bench-auth bench-gateway worker frontend clean
+.PHONY: run test test-unit lint typecheck pytest conformance bench bench-auth bench-gateway worker frontend clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,15 @@ pytest: $(DEV_DEPS) $(FRONTEND)
 # The fast tier: no Redis, no child processes, no browser (tests/conftest.py), under a minute.
 test-unit: $(DEV_DEPS)
 	$(TEST_ENV) $(VENV)/bin/pytest -m unit
+
+# Conformance with OpenAI's OpenAPI description (conformance/README.md): schemathesis over the
+# served operations, against a live gateway and the simulator, 1 to 2 minutes. `make test` runs
+# the same check with 30 examples per operation. SLUICE_CONFORMANCE_EXAMPLES=<n> sets how many,
+# SLUICE_CONFORMANCE_SEED=<n> replays a run; the report lands in test-artifacts/conformance/.
+conformance: $(DEV_DEPS) $(EMBEDDER)
+	$(TEST_ENV) SLUICE_CONFORMANCE_EXAMPLES=$${SLUICE_CONFORMANCE_EXAMPLES:-200} \
+	  $(VENV)/bin/pytest tests/test_conformance.py -p no:cacheprovider
+	tail -n 12 test-artifacts/conformance/schemathesis.txt
 
 # Load sweep against a running `make run` (or any OpenAI-compatible URL):
 #   SLUICE_API_KEY=<key from the banner> make bench ARGS="--concurrency 1,4,16 --html var/bench.html"

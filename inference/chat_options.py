@@ -9,6 +9,7 @@ never silently dropped.
 """
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ OPENAI_OPTIONS = {
     "response_format",
     "logprobs",
     "top_logprobs",
+    "reasoning_effort",  # vLLM hands it to the chat template (gpt-oss reads it)
 }
 VLLM_OPTIONS = {
     "ignore_eos",
@@ -49,10 +51,29 @@ TOOL_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "functions", "fun
 PASSTHROUGH = OPENAI_OPTIONS | VLLM_OPTIONS | TOOL_OPTIONS
 # Newer OpenAI fields that change nothing for a self-hosted model: checked, then dropped
 # (never sent to the worker, never part of a cache key). `store` and `metadata` are for
-# OpenAI's stored completions, `service_tier` for its capacity tiers.
-IGNORED = {"metadata", "store", "service_tier"}
-SERVICE_TIERS = {"auto", "default", "flex", "scale", "priority"}
+# OpenAI's stored completions, `service_tier` for its capacity tiers, `safety_identifier`
+# for its abuse detection, the `prompt_cache_*` fields tune its prompt cache (a vLLM worker
+# caches prefixes by itself), `verbosity` steers only OpenAI's own models, and
+# `modalities` is accepted as ["text"], what every reply here is (audio is refused).
+IGNORED = {
+    "metadata",
+    "store",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+    "verbosity",
+    "modalities",
+}
+SERVICE_TIERS = {"auto", "default", "flex", "scale", "priority", "fast"}
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512  # OpenAI's limits
+SAFETY_IDENTIFIER_CHARS = 64  # OpenAI's limit
+MAX_PROMPT_CACHE_KEY_CHARS = 1_024
+PROMPT_CACHE_OPTIONS = {"ttl": {"30m"}, "mode": {"implicit", "explicit"}}
+PROMPT_CACHE_RETENTIONS = {"in_memory", "24h"}
+VERBOSITIES = {"low", "medium", "high"}
+REASONING_EFFORTS = {"none", "minimal", "low", "medium", "high", "xhigh", "max"}
 
 # Sizes a shared worker is asked to handle.
 MAX_STOP_CHARS = 256
@@ -63,6 +84,9 @@ MAX_CHOICES, MAX_CHOICE_CHARS = 256, 256  # guided_choice
 MAX_TEMPLATE_KWARGS_BYTES = 4_096
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit, and vLLM's default --max-logprobs
 RESPONSE_FORMATS = {"text", "json_object", "json_schema"}
+# OpenAI's json_schema format: {name, description, schema, strict}, the name as a function's.
+JSON_SCHEMA_KEYS = {"name", "description", "schema", "strict"}
+RESPONSE_FORMAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # What vLLM passes to the chat template itself: a request that set them through
 # chat_template_kwargs would replace the conversation, the tools or the template (Jinja
 # that runs on the worker) rather than tune it.
@@ -126,9 +150,25 @@ def _logit_bias(value: Any) -> bool:
 
 
 def _response_format(value: Any) -> bool:
+    if not isinstance(value, dict) or not one_of(value.get("type"), RESPONSE_FORMATS):
+        return False
+    if value["type"] != "json_schema":
+        return set(value) == {"type"}
+    schema = value.get("json_schema")
     return (
-        isinstance(value, dict)
-        and one_of(value.get("type"), RESPONSE_FORMATS)
+        set(value) == {"type", "json_schema"}
+        and isinstance(schema, dict)
+        and set(schema) <= JSON_SCHEMA_KEYS
+        and (
+            "name" not in schema  # OpenAI requires one; a worker that does says so itself
+            or (
+                isinstance(schema["name"], str)
+                and RESPONSE_FORMAT_NAME.fullmatch(schema["name"]) is not None
+            )
+        )
+        and isinstance(schema.get("description", ""), str)
+        and isinstance(schema.get("schema", {}), dict)
+        and isinstance(schema.get("strict", False), bool | None)
         and json_size(value) <= MAX_SCHEMA_BYTES
     )
 
@@ -180,6 +220,13 @@ def _metadata(value: Any) -> bool:
     )
 
 
+def _prompt_cache_options(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        one_of(key, set(PROMPT_CACHE_OPTIONS)) and one_of(item, PROMPT_CACHE_OPTIONS[key])
+        for key, item in value.items()
+    )
+
+
 # What each option must be, and how the 400 says it.
 OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "temperature": (number(0, 2), "a number from 0 to 2"),
@@ -206,8 +253,9 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "response_format": (
         _response_format,
-        f"an object with a type in {sorted(RESPONSE_FORMATS)}, at most "
-        f"{MAX_SCHEMA_BYTES} bytes as JSON",
+        f"an object with a type in {sorted(RESPONSE_FORMATS)} (json_schema with "
+        "{name, description, schema, strict}, the name 1 to 64 letters, digits, underscores "
+        f"or dashes), at most {MAX_SCHEMA_BYTES} bytes as JSON",
     ),
     "guided_json": (
         _schema,
@@ -224,6 +272,10 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         _structured_outputs,
         f"a non-empty object of at most {MAX_SCHEMA_BYTES} bytes as JSON",
     ),
+    "reasoning_effort": (
+        lambda v: one_of(v, REASONING_EFFORTS),
+        f"one of {sorted(REASONING_EFFORTS)}",
+    ),
     "chat_template_kwargs": (
         _template_kwargs,
         f"an object of at most {MAX_TEMPLATE_KWARGS_BYTES} bytes as JSON, without the keys "
@@ -238,6 +290,27 @@ IGNORED_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "store": (boolean, "a boolean"),
     "service_tier": (lambda v: one_of(v, SERVICE_TIERS), f"one of {sorted(SERVICE_TIERS)}"),
+    "safety_identifier": (
+        lambda v: isinstance(v, str) and len(v) <= SAFETY_IDENTIFIER_CHARS,
+        f"a string of at most {SAFETY_IDENTIFIER_CHARS} characters",
+    ),
+    "prompt_cache_key": (
+        lambda v: isinstance(v, str) and len(v) <= MAX_PROMPT_CACHE_KEY_CHARS,
+        f"a string of at most {MAX_PROMPT_CACHE_KEY_CHARS} characters",
+    ),
+    "prompt_cache_retention": (
+        lambda v: one_of(v, PROMPT_CACHE_RETENTIONS),
+        f"one of {sorted(PROMPT_CACHE_RETENTIONS)}",
+    ),
+    "prompt_cache_options": (
+        _prompt_cache_options,
+        "an object with an optional ttl ('30m') and mode ('implicit' or 'explicit')",
+    ),
+    "verbosity": (lambda v: one_of(v, VERBOSITIES), f"one of {sorted(VERBOSITIES)}"),
+    "modalities": (
+        lambda v: isinstance(v, list) and all(item == "text" for item in v),
+        '["text"]: every reply here is text (no worker produces audio)',
+    ),
 }
 
 

@@ -99,29 +99,55 @@ def _bad(message: str, param: str | None = None) -> InvalidRequest:
     return InvalidRequest(message, param)
 
 
-MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "function_call"}
+MESSAGE_KEYS = {
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "function_call",
+    "refusal",  # an assistant turn's refusal, as OpenAI's replies carry it (null or text)
+}
 # Text parts reach every deployment; image parts only one marked accepts_images (checked
 # once the deployment is known: ChatRequest.first_image_part). Audio and files: none.
 CONTENT_PART_TYPES = {"text", "image_url"}
+# prompt_cache_breakpoint (on text and image parts): an OpenAI prompt-cache hint, accepted
+# and dropped (a vLLM worker caches prefixes by itself).
+TEXT_PART_KEYS = {"type", "text", "prompt_cache_breakpoint"}
+BREAKPOINT = {"mode": "explicit"}
 IMAGE_DETAILS = {"auto", "low", "high"}
 MAX_IMAGE_URL_CHARS = 2048  # an http(s) address; data: URIs are bounded by the body limit
 IMAGE_URL_SCHEMES = ("https://", "http://", "data:image/")
 
 
-def _check_parts(content: list[Any], index: int) -> None:
+def _breakpoint(part: dict[str, Any]) -> bool:
+    """Whether a part's prompt_cache_breakpoint, if any, is OpenAI's {mode: explicit}."""
+    return bool(part.get("prompt_cache_breakpoint", BREAKPOINT) == BREAKPOINT)
+
+
+def _check_parts(content: list[Any], index: int, role: str) -> None:
+    # An assistant turn may carry its refusal as a part, as OpenAI's replies have it.
+    types = CONTENT_PART_TYPES | ({"refusal"} if role == "assistant" else set())
     for number, part in enumerate(content):
         param = f"messages.{index}.content.{number}"
-        if not isinstance(part, dict) or not one_of(part.get("type"), CONTENT_PART_TYPES):
+        if not isinstance(part, dict) or not one_of(part.get("type"), types):
             kind = part.get("type") if isinstance(part, dict) else None
             shown = repr(kind)[:40] if kind is None or isinstance(kind, str) else "non-string"
             raise _bad(
                 f"messages[{index}].content[{number}] is a {shown} part; the gateway takes "
-                f"{sorted(CONTENT_PART_TYPES)} parts only.",
+                f"{sorted(types)} parts only.",
                 f"{param}.type",
             )
-        if part["type"] == "image_url":
+        if part["type"] == "refusal":
+            if not isinstance(part.get("refusal"), str) or set(part) != {"type", "refusal"}:
+                raise _bad(f"messages[{index}].content[{number}] must be {{type, refusal}}.", param)
+        elif part["type"] == "image_url":
             _check_image_part(part, f"messages[{index}].content[{number}]", param)
-        elif not isinstance(part.get("text"), str) or set(part) - {"type", "text"}:
+        elif (
+            not isinstance(part.get("text"), str)
+            or set(part) - TEXT_PART_KEYS
+            or not _breakpoint(part)
+        ):
             raise _bad(f"messages[{index}].content[{number}] must be {{type, text}}.", param)
 
 
@@ -146,7 +172,8 @@ def _check_image_part(part: dict[str, Any], where: str, param: str) -> None:
     url = image.get("url") if isinstance(image, dict) else None
     detail = image.get("detail", "auto") if isinstance(image, dict) else None
     if (
-        set(part) - {"type", "image_url"}
+        set(part) - {"type", "image_url", "prompt_cache_breakpoint"}
+        or not _breakpoint(part)
         or not isinstance(image, dict)
         or set(image) - {"url", "detail"}
         or not isinstance(url, str)
@@ -196,6 +223,36 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+def _plain_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "refusal":
+        return {"type": "text", "text": part["refusal"]}
+    return {k: v for k, v in part.items() if k != "prompt_cache_breakpoint"}
+
+
+def _for_workers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as every worker reads them: without OpenAI's prompt-cache hints, and
+    with an assistant's refusal (the field or parts) as its text, what vLLM makes of them;
+    other servers may not know either."""
+    plain = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            p["type"] == "refusal" or "prompt_cache_breakpoint" in p for p in content
+        ):
+            message = {**message, "content": [_plain_part(p) for p in content]}
+        if "refusal" in message:
+            refusal = message["refusal"]
+            message = {k: v for k, v in message.items() if k != "refusal"}
+            if message.get("content") is None and refusal is not None:
+                message["content"] = refusal
+        plain.append(message)
+    return plain
+
+
+def _calls_in(message: dict[str, Any]) -> bool:
+    return message.get("tool_calls") is not None or message.get("function_call") is not None
+
+
 def _check_messages(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise _bad("'messages' must be a non-empty array.", "messages")
@@ -209,9 +266,23 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
                 f"messages[{index}] has unknown field(s): {', '.join(unknown)}.",
                 f"messages.{index}.{unknown[0]}",
             )
+        if message.get("name") is not None and not isinstance(message["name"], str):
+            raise _bad(f"messages[{index}].name must be a string.", f"messages.{index}.name")
+        refusal = message.get("refusal")
+        if refusal is not None and (role != "assistant" or not isinstance(refusal, str)):
+            raise _bad(
+                f"messages[{index}].refusal must be a string, on an assistant message.",
+                f"messages.{index}.refusal",
+            )
         content = message.get("content")
+        if role == "assistant" and content is None and refusal is None and not _calls_in(message):
+            raise _bad(
+                f"messages[{index}] is an assistant message with no content: it needs content, "
+                "a refusal, tool_calls or function_call.",
+                f"messages.{index}.content",
+            )
         if isinstance(content, list):
-            _check_parts(content, index)
+            _check_parts(content, index, role)
         elif not (content is None or isinstance(content, str)):
             raise _bad(
                 f"messages[{index}].content must be a string or an array of parts.",
@@ -222,12 +293,32 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
 
 
 def _check_max_tokens(body: dict[str, Any]) -> int:
-    value = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
-    if value is None:
-        return DEFAULT_MAX_TOKENS
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS_LIMIT:
-        raise _bad(f"'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens")
-    return int(value)
+    """max_completion_tokens, else max_tokens, else the default; each is checked when given
+    (a null max_completion_tokens must not let a malformed max_tokens through)."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= MAX_TOKENS_LIMIT
+        ):
+            raise _bad(f"'{name}' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens")
+    for name in ("max_completion_tokens", "max_tokens"):
+        if body.get(name) is not None:
+            return int(body[name])
+    return DEFAULT_MAX_TOKENS
+
+
+# include_obfuscation: OpenAI pads its stream chunks against side channels; accepted and
+# ignored (the gateway does not pad).
+STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
+
+
+def _stream_options(options: dict[str, Any]) -> bool:
+    return all(
+        one_of(key, STREAM_OPTIONS) and (value is None or isinstance(value, bool))
+        for key, value in options.items()
+    )
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
@@ -250,21 +341,28 @@ def chat_request_from(body: Any) -> ChatRequest:
     unknown = sorted(set(body) - KNOWN)
     if unknown:
         raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
-    if body.get("n", 1) != 1 or isinstance(body.get("n"), bool):
+    # null is the field left out, as OpenAI reads it (n, stream and stream_options are nullable)
+    if body.get("n") not in (None, 1) or isinstance(body.get("n"), bool):
         raise _bad("Only n=1 is supported: quotas reserve tokens for one choice.", "n")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _bad("'model' must be a non-empty string.", "model")
-    stream = body.get("stream", False)
-    stream_options = body.get("stream_options") or {}
-    if not isinstance(stream, bool) or not isinstance(stream_options, dict):
-        raise _bad("'stream' must be a boolean and 'stream_options' an object.", "stream")
+    stream = False if body.get("stream") is None else body["stream"]
+    stream_options = {} if body.get("stream_options") is None else body["stream_options"]
+    if not isinstance(stream, bool):
+        raise _bad("'stream' must be a boolean.", "stream")
+    if not isinstance(stream_options, dict) or not _stream_options(stream_options):
+        raise _bad(
+            "'stream_options' must be an object of include_usage and include_obfuscation, "
+            "each a boolean.",
+            "stream_options",
+        )
     messages = _check_messages(body.get("messages"))
     max_tokens = _check_max_tokens(body)
     options = check_options(body)
     tool_options, legacy_functions = check_tools(body)
     return ChatRequest(
         model=body["model"],
-        messages=modern_messages(messages),
+        messages=modern_messages(_for_workers(messages)),
         max_tokens=max_tokens,
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),

@@ -158,7 +158,11 @@ def _check_call(call: Any, where: str, param: str, legacy: bool) -> None:
         shape = (
             "{name, arguments}" if legacy else "{id, type: function, function: {name, arguments}}"
         )
-        raise InvalidRequest(f"{where} must be {shape} with string values.", param)
+        raise InvalidRequest(
+            f"{where} must be {shape} with string values, the name and id 1 to "
+            f"{MAX_CALL_NAME_CHARS} characters.",
+            param,
+        )
 
 
 def _bounded(value: Any, limit: int) -> bool:
@@ -224,7 +228,9 @@ def modern_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message = {**rest, "tool_calls": [call]}
         elif message["role"] == "function":
             answered = latest or f"call_{index}"
-            message = {"role": "tool", "tool_call_id": answered, "content": message.get("content")}
+            # A function result's content may be null; a tool result's is a string.
+            content = "" if message.get("content") is None else message["content"]
+            message = {"role": "tool", "tool_call_id": answered, "content": content}
         modern.append(message)
     return modern
 

@@ -35,6 +35,26 @@ def _reasoning_of(delta: dict[str, Any]) -> str:
     return ""
 
 
+def openai_logprobs(chunk: dict[str, Any]) -> dict[str, Any]:
+    """chunk with each choice's logprobs in OpenAI's shape, {content, refusal}: vLLM sends
+    content only, and OpenAI's schema (and strict clients) require both."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not any(
+        isinstance(c, dict)
+        and isinstance(c.get("logprobs"), dict)
+        and "refusal" not in c["logprobs"]
+        for c in choices
+    ):
+        return chunk
+    fixed = [
+        {**c, "logprobs": {**c["logprobs"], "refusal": None}}
+        if isinstance(c, dict) and isinstance(c.get("logprobs"), dict)
+        else c
+        for c in choices
+    ]
+    return {**chunk, "choices": fixed}
+
+
 class ReplyAssembler:
     """Feed it every chunk of one choice's stream (n is always 1 here), then read it."""
 

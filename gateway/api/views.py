@@ -30,7 +30,7 @@ from gateway.serving.pipeline import (
 from inference.chat_request import InvalidRequest, parse_chat_request
 from inference.chat_tools import legacy_chunk, legacy_message
 from inference.deployments import DeploymentInfo, catalog, known_context_length
-from inference.reply import ReplyAssembler
+from inference.reply import ReplyAssembler, openai_logprobs
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
@@ -82,7 +82,7 @@ async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
         try:
             async for chunk in run.stream():
                 if not chunk.get("usage") or run.chat.include_usage:
-                    visible = _visible(chunk, run.chat.include_usage)
+                    visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
                     if run.chat.legacy_functions:
                         visible = legacy_chunk(visible)
                     yield f"data: {json.dumps(visible)}\n\n".encode()
@@ -106,7 +106,11 @@ async def _collect(run: Completion) -> dict[str, Any]:
     message, finish = reply.message(), reply.finish_reason
     if run.chat.legacy_functions:
         message, finish = legacy_message(message, finish)
-    choice = {"index": 0, "message": message, "logprobs": reply.logprobs(), "finish_reason": finish}
+    # OpenAI's schema requires refusal (null: no worker here refuses) beside the content.
+    message, logprobs = {**message, "refusal": None}, reply.logprobs()
+    if logprobs is not None:
+        logprobs["refusal"] = None
+    choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}
     return {
         "id": run.request_id,
         "object": "chat.completion",
