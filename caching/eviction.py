@@ -45,15 +45,16 @@ by VSIM; its reply is gone, so the lookup simply misses.
 """
 
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from foundation.lua import LuaScript
+from foundation.redis_batch import CommandBatcher
 
 logger = logging.getLogger(__name__)
 _LUA_DIR = Path(__file__).with_name("lua")
@@ -127,6 +128,40 @@ async def admit(
     evicting that many, and a refused replacement leaves the key empty. Re-admitting a key
     replaces the entry (its bytes are counted once; its hit count is kept).
     """
+    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element)
+    return _admission(budget, await _run(client, "admit", keys, args))
+
+
+def admit_in_batch(
+    batch: CommandBatcher,
+    budget: Budget,
+    key: str,
+    value: str,
+    ttl_s: int,
+    cost: int,
+    *,
+    vector_set: str | None = None,
+    element: str | None = None,
+) -> Coroutine[Any, Any, Admission]:
+    """admit(), its script already in this event-loop turn's batch when this returns (so
+    commands submitted next run after it, in the same round trip); await the Admission."""
+    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element)
+    return _admitted(budget, _script("admit").submitted(batch, keys, args))
+
+
+async def _admitted(budget: Budget, reply: Coroutine[Any, Any, Any]) -> Admission:
+    return _admission(budget, await reply)
+
+
+def _admit_call(
+    budget: Budget,
+    key: str,
+    value: str,
+    ttl_s: int,
+    cost: int,
+    vector_set: str | None,
+    element: str | None,
+) -> tuple[list[str], list[str | int]]:
     if ttl_s < 1:
         raise ValueError("ttl_s must be at least 1 second")
     if (vector_set is None) != (element is None):
@@ -144,7 +179,11 @@ async def admit(
     if vector_set is not None and element is not None:
         keys.append(vector_set)
         args.append(element)
-    admitted, evicted = await _run(client, "admit", keys, args)
+    return keys, args
+
+
+def _admission(budget: Budget, reply: Any) -> Admission:
+    admitted, evicted = reply
     if evicted:
         logger.debug("evicted %d entries from cache namespace %s", len(evicted), budget.namespace)
     return Admission(admitted=bool(admitted), evicted=list(evicted))
@@ -155,13 +194,13 @@ async def record_hit(client: Redis, budget_namespace: str, key: str) -> None:
     await _run(client, "hit", [*index_keys(budget_namespace), key], [])
 
 
-def queue_hit(pipe: Pipeline, budget_namespace: str, key: str) -> None:
-    """record_hit as one command of the caller's pipeline (the hot path's single round
+def hit_command(budget_namespace: str, key: str) -> tuple[str | int, ...]:
+    """record_hit as one raw command for the caller's batch (the hot path's single round
     trip after a cache hit). By SHA, not EVAL: EVAL would send and hash 3 KB of script on
     every hit. After a Redis restart the reply is NOSCRIPT; the caller then calls
     record_hit, which loads the script."""
     keys = [*index_keys(budget_namespace), key]
-    pipe.evalsha(_script("hit").sha, len(keys), *keys)
+    return ("EVALSHA", _script("hit").sha, len(keys), *keys)
 
 
 async def forget(client: Redis, namespace: str, key: str) -> bool:

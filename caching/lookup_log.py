@@ -12,8 +12,8 @@ context's set had none); v: for each, verify()'s verdict where verification eval
 one, entry gone, or verification off); t and ve: the threshold and verification in force.
 No question text, no ids: nothing of the team's data beyond these numbers.
 
-The write is fire-and-forget (a task on the lookup's event loop), so it adds no round trip
-to the lookup; a failing Redis loses the sample, never the request.
+The write is fire-and-forget (commands in the cache Redis batch of the lookup's event-loop
+turn), so it adds no round trip to the lookup; a failing Redis loses the sample, never the request.
 """
 
 import asyncio
@@ -21,13 +21,13 @@ import json
 import logging
 from dataclasses import dataclass
 
-from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from foundation.redis_clients import async_cache_redis_batch
 
 logger = logging.getLogger(__name__)
 PREFIX = "sluice:cache:lookups:"
 KEEP = 1000
 WINDOW_S = 7 * 24 * 3600
-_pending: set["asyncio.Task[None]"] = set()
+_pending: set["asyncio.Future[object]"] = set()
 
 
 def key(team_id: int) -> str:
@@ -64,21 +64,24 @@ class LookupSample:
 
 
 def record(team_id: int, sample: LookupSample) -> None:
-    """Queue the sample's write on the running loop; returns at once."""
-    task = asyncio.get_running_loop().create_task(_write(team_id, sample.encode()))
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
+    """Queue the sample's write in the cache Redis batch of this event-loop turn (with
+    the lookup's own commands and other requests'); returns at once."""
+    batch = async_cache_redis_batch()
+    list_key = key(team_id)
+    for command in (
+        ("LPUSH", list_key, sample.encode()),
+        ("LTRIM", list_key, 0, KEEP - 1),
+        ("EXPIRE", list_key, WINDOW_S),
+    ):
+        reply = batch.submit(*command)
+        _pending.add(reply)
+        reply.add_done_callback(_written)
 
 
-async def _write(team_id: int, encoded: str) -> None:
-    pipe = async_cache_redis().pipeline(transaction=False)
-    pipe.lpush(key(team_id), encoded)
-    pipe.ltrim(key(team_id), 0, KEEP - 1)
-    pipe.expire(key(team_id), WINDOW_S)
-    try:
-        await pipe.execute()
-    except REDIS_FAILURES as exc:
-        logger.debug("semantic lookup sample of team %s lost: %s", team_id, exc)
+def _written(reply: "asyncio.Future[object]") -> None:
+    _pending.discard(reply)
+    if not reply.cancelled() and reply.exception() is not None:
+        logger.debug("a semantic lookup sample was lost: %s", reply.exception())
 
 
 async def drain() -> None:

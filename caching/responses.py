@@ -5,6 +5,7 @@ context's vector set, verify). A failing cache Redis or a missing embedding mode
 fails a request: it goes to the model and the response says `bypass` (and the log why).
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -18,7 +19,12 @@ from caching.outcome import Outcome
 from caching.policy import CacheSettings, policy_for_team
 from caching.semantic import SemanticSlot, SemanticUnavailable
 from foundation import metrics
-from foundation.redis_clients import REDIS_FAILURES, RedisUnavailable, async_cache_redis
+from foundation.redis_clients import (
+    REDIS_FAILURES,
+    RedisUnavailable,
+    async_cache_redis,
+    async_cache_redis_batch,
+)
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
 from inference.embeddings import EmbedderUnavailable, TextTooLong, loaded_embedder
@@ -157,7 +163,9 @@ async def _slot(
 async def keep(
     plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str, team_id: int
 ) -> None:
-    """Keep a complete generated reply in each cache the plan names."""
+    """Keep a complete generated reply in each cache the plan names. The exact entry, the
+    semantic one and the note of who answered go out together, in one round trip (the
+    cache Redis batch of this event-loop turn)."""
     policy = plan.policy
     if policy is None or plan.key is None:
         return
@@ -166,20 +174,28 @@ async def keep(
         return
     # What regenerating it would cost: money when the model is priced, else tokens.
     cost = cost_micros or reply.prompt_tokens + reply.completion_tokens
+    writes = []
     if plan.store_exact:
         budget = eviction.Budget(namespace("exact", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.exact_ttl_s, plan.ttl_s)
-        try:
-            await eviction.admit(async_cache_redis(), budget, plan.key, encoded, ttl_s, cost)
-        except REDIS_FAILURES as exc:
-            logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
+        writes.append(_keep_exact(budget, plan.key, encoded, ttl_s, cost, request_id))
     if plan.slot is not None:
         budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
-        await semantic.store(
-            plan.slot, reply, budget, policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s), cost
-        )
-    if plan.store_exact or plan.slot is not None:
-        await note_served(request_id, team_id, plan.own)
+        ttl_s = policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s)
+        writes.append(semantic.store(plan.slot, reply, budget, ttl_s, cost))
+    if writes:
+        writes.append(note_served(request_id, team_id, plan.own))
+        await asyncio.gather(*writes)
+
+
+async def _keep_exact(
+    budget: eviction.Budget, key: str, encoded: str, ttl_s: int, cost: int, request_id: str
+) -> None:
+    try:
+        batch = async_cache_redis_batch()
+        await eviction.admit_in_batch(batch, budget, key, encoded, ttl_s, cost)
+    except REDIS_FAILURES as exc:
+        logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
 
 
 async def settle(
@@ -190,26 +206,29 @@ async def settle(
     tokens_saved: int,
     cost_saved_micros: int,
 ) -> None:
-    """After the reply went out, in one round trip: count the outcome for the team; for a
-    hit, raise its entry's GDSF value and note which entries answered (for false-hit
-    reports). Requests the caches never considered (sampled ones) are not counted."""
+    """After the reply went out, in the cache Redis batch of this event-loop turn: count
+    the outcome for the team; for a hit, raise its entry's GDSF value and note which
+    entries answered (for false-hit reports). Requests the caches never considered
+    (sampled ones) are not counted."""
     if plan.key is None and plan.hit is None:
         return
-    pipe = async_cache_redis().pipeline(transaction=False)
-    stats.queue_count(pipe, team_id, result, tokens_saved, cost_saved_micros)
+    batch = async_cache_redis_batch()
+    sent = [
+        batch.submit(*c)
+        for c in stats.count_commands(team_id, result, tokens_saved, cost_saved_micros)
+    ]
+    hit = None
     if plan.hit is not None:
-        eviction.queue_hit(pipe, plan.hit.namespace, plan.hit.key)
-        pipe.set(
-            SERVED_PREFIX + request_id,
-            _served_record(team_id, (plan.hit, *plan.own)),
-            ex=SERVED_TTL_S,
-        )
+        hit = batch.submit(*eviction.hit_command(plan.hit.namespace, plan.hit.key))
+        record = _served_record(team_id, (plan.hit, *plan.own))
+        sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
+    replies = await asyncio.gather(*sent, *([hit] if hit else []), return_exceptions=True)
+    failed = [reply for reply in replies if isinstance(reply, BaseException)]
     try:
-        replies = await pipe.execute(raise_on_error=False)
-        failed = [reply for reply in replies if isinstance(reply, Exception)]
-        if plan.hit is not None and any(isinstance(f, NoScriptError) for f in failed):
+        if plan.hit is not None and isinstance(replies[-1], NoScriptError):
+            failed.pop()  # a restarted Redis forgot the script: this loads it
             await eviction.record_hit(async_cache_redis(), plan.hit.namespace, plan.hit.key)
-        elif failed:
+        if failed:
             raise failed[0]
     except REDIS_FAILURES as exc:
         logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
@@ -219,7 +238,8 @@ async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ..
     """Which entries hold the reply a request got, so its caller can report it as wrong."""
     try:
         record = _served_record(team_id, entries)
-        await async_cache_redis().set(SERVED_PREFIX + request_id, record, ex=SERVED_TTL_S)
+        served = ("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S)
+        await async_cache_redis_batch().execute(*served)
     except REDIS_FAILURES as exc:
         logger.warning("cache: entries that answered %s not noted: %s", request_id, exc)
 

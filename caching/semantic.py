@@ -23,17 +23,18 @@ Entries are admitted through GDSF eviction (namespace "semantic:<team>"), which 
 an entry's vector element whenever the entry goes.
 """
 
+import asyncio
 import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from caching import eviction, lookup_log
 from caching.exact import CachedReply
 from caching.verify.verdict import verify
 from foundation import metrics
-from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
 from inference.embeddings import Vector
@@ -129,14 +130,15 @@ async def lookup(
 ) -> SemanticMatch | None:
     """The first candidate at or above the threshold that verification accepts. With a
     team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact."""
-    client = async_cache_redis()
+    batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
-        found = await client.execute_command(  # type: ignore[no-untyped-call]
+        found = await batch.execute(
             "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES, "WITHSCORES"
         )
         scored = _scored(found)
         candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
-        stored = await client.mget([ENTRY_PREFIX + e for e, _ in candidates]) if candidates else []
+        entry_keys = [ENTRY_PREFIX + e for e, _ in candidates]
+        stored = await batch.execute("MGET", *entry_keys) if candidates else []
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
     verdicts: list[bool | None] = [None] * len(scored)
@@ -180,31 +182,35 @@ async def store(
     slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int, cost: int
 ) -> None:
     """Add the question to its context's set, then admit its entry (which owns the element
-    from then on). The set itself expires with the longest-lived entry it could hold."""
-    client = async_cache_redis()
+    from then on). The set itself expires with the longest-lived entry it could hold. All
+    four commands go in the cache Redis batch of this event-loop turn, in this order: one
+    round trip (they were four)."""
+    batch = async_cache_redis_batch()
     value = json.dumps({"question": slot.question, "reply": asdict(reply)})
-    try:
-        await client.execute_command(  # type: ignore[no-untyped-call]
-            "VADD", slot.set_key, "FP32", slot.vector.tobytes(), slot.element, "NOQUANT"
-        )
-        admission = await eviction.admit(
-            client,
-            budget,
-            slot.entry_key,
-            value,
-            ttl_s,
-            cost,
-            vector_set=slot.set_key,
-            element=slot.element,
-        )
-        # A set with no entries left must not linger: it lives as long as its newest entry.
-        pipe = client.pipeline(transaction=False)
-        pipe.expire(slot.set_key, ttl_s, gt=True)
-        pipe.expire(slot.set_key, ttl_s, nx=True)
-        await pipe.execute()
-    except REDIS_FAILURES as exc:
-        logger.warning("semantic cache: entry not stored, cache Redis failed: %s", exc)
+    vector = slot.vector.tobytes()
+    added = batch.submit("VADD", slot.set_key, "FP32", vector, slot.element, "NOQUANT")
+    admitting = eviction.admit_in_batch(
+        batch,
+        budget,
+        slot.entry_key,
+        value,
+        ttl_s,
+        cost,
+        vector_set=slot.set_key,
+        element=slot.element,
+    )
+    # A set with no entries left must not linger: it lives as long as its newest entry.
+    extended = batch.submit("EXPIRE", slot.set_key, ttl_s, "GT")
+    started = batch.submit("EXPIRE", slot.set_key, ttl_s, "NX")
+    # Every reply is awaited (none left unretrieved), then the first failure is reported.
+    replies = await asyncio.gather(added, admitting, extended, started, return_exceptions=True)
+    failure = next((r for r in replies if isinstance(r, BaseException)), None)
+    if isinstance(failure, REDIS_FAILURES):
+        logger.warning("semantic cache: entry not stored, cache Redis failed: %s", failure)
         return
+    if failure is not None:
+        raise failure
+    admission = cast(eviction.Admission, replies[1])
     if not admission.admitted:
         logger.info(
             "semantic cache: entry of %d bytes not admitted to %s (over the budget, or the "

@@ -7,8 +7,6 @@ trip per request, after the reply has gone out.
 
 import logging
 
-from redis.asyncio.client import Pipeline
-
 from caching.outcome import Outcome
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis, sync_cache_redis
 
@@ -17,15 +15,16 @@ PREFIX = "sluice:cache:stats:"
 OUTCOMES = [str(outcome) for outcome in Outcome]
 
 
-def queue_count(
-    pipe: Pipeline, team_id: int, result: str, tokens_saved: int, cost_saved_micros: int
-) -> None:
-    """Count one request's outcome as commands of the caller's pipeline."""
+def count_commands(
+    team_id: int, result: str, tokens_saved: int, cost_saved_micros: int
+) -> list[tuple[str | int, ...]]:
+    """Count one request's outcome: raw commands for the caller's batch."""
     key = PREFIX + str(team_id)
-    pipe.hincrby(key, result, 1)
+    commands: list[tuple[str | int, ...]] = [("HINCRBY", key, result, 1)]
     if tokens_saved:
-        pipe.hincrby(key, "tokens_saved", tokens_saved)
-        pipe.hincrby(key, "cost_saved_micros", cost_saved_micros)
+        commands.append(("HINCRBY", key, "tokens_saved", tokens_saved))
+        commands.append(("HINCRBY", key, "cost_saved_micros", cost_saved_micros))
+    return commands
 
 
 async def count_false_hit(team_id: int) -> None:

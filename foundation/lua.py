@@ -5,8 +5,9 @@ scripts beside their code; both run them through LuaScript, so a Redis restart (
 forgets loaded scripts) costs one extra round trip, never an error.
 """
 
+import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,22 @@ class LuaScript:
         self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
     ) -> Any:
         """run(), sharing a pipeline with whatever else this event-loop turn sends."""
+        return await self.submitted(batcher, keys, args)
+
+    def submitted(
+        self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
+    ) -> Coroutine[Any, Any, Any]:
+        """run_batched() whose command is in the batch before this returns: commands the
+        caller submits next go after it, in the same pipeline. Await the result."""
         command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        return self._reply(batcher, batcher.submit(*command), command)
+
+    async def _reply(
+        self, batcher: CommandBatcher, reply: "asyncio.Future[Any]", command: tuple[Any, ...]
+    ) -> Any:
         try:
-            return await batcher.execute(*command)
-        except redis.exceptions.NoScriptError:
+            return await reply
+        except redis.exceptions.NoScriptError:  # a restarted Redis forgot it
             await batcher.client.script_load(self.source)
             return await batcher.execute(*command)
 

@@ -4,8 +4,9 @@ Why ONNX Runtime in the gateway process: with int8 weights (inference/prepare_em
 one short question embeds in about 1.5 ms on one core (torch takes about 10 ms and GBs of
 install), with no network hop to a separate service.
 Concurrent queries go through the MicroBatcher with at most one batch running: an idle
-gateway embeds a lone query at once, a busy one folds every query that arrived meanwhile
-into the next batch. ONNX Runtime releases the GIL, so the event loop keeps serving.
+gateway embeds a lone query at once, a busy one hands every query that arrived meanwhile
+to one thread (each still run through the model alone: see _embed_batch). ONNX Runtime
+releases the GIL, so the event loop keeps serving.
 """
 
 import asyncio
@@ -65,7 +66,7 @@ class OnnxMiniLM(Embedder):
         )
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding()
+        self._tokenizer.no_padding()  # one text per model run; the file pads to 128
         self.max_batch_size = max_batch_size
         self._batchers: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, MicroBatcher[str, tuple[Vector, bool]]
@@ -78,18 +79,27 @@ class OnnxMiniLM(Embedder):
         return [vector for vector, _ in self._embed_batch(texts)]
 
     def _embed_batch(self, texts: list[str]) -> list[tuple[Vector, bool]]:
-        """Each text's vector, and whether the model read all of it."""
+        """Each text's vector, and whether the model read all of it.
+
+        One model run per text, never one per batch: the int8 model quantizes its
+        activations over the whole input, so a text run beside others gets a different
+        vector (cosine 0.977 to 0.99 to itself alone, measured), as far from itself as a
+        paraphrase is from a near-miss. Run alone, a text always gets the same vector,
+        whatever else was asked at the same moment; on this model and CPU a batch of 32
+        saved nothing per text (docs/benchmarks.md, "Micro-batcher")."""
         encoded = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        return [(self._pooled(e.ids), not e.overflowing) for e in encoded]
+
+    def _pooled(self, token_ids: list[int]) -> Vector:
+        """Mean of the token states (no padding: one text), then unit length."""
+        ids = np.array([token_ids], dtype=np.int64)
+        mask = np.ones_like(ids)
         states = self._session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-        return [(vector, not e.overflowing) for vector, e in zip(vectors, encoded, strict=True)]
+        pooled = states[0].mean(axis=0)
+        vector: Vector = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+        return vector
 
     async def embed(self, text: str) -> Vector:
         loop = asyncio.get_running_loop()

@@ -10,7 +10,7 @@ one embedding call instead of a generation.
                      a worker of the deployment through the dispatcher (fair queueing, the
                      team's concurrency cap), retried on another worker on a failure
     4 settle         reconcile to the tokens embedded and queue one usage event, in one
-                     round trip (settlement._bill, the same as a chat completion's)
+                     round trip (settlement.bill, the same as a chat completion's)
 
 No cache: embeddings are cheap to recompute and a client that repeats them keeps its own.
 Raises domain exceptions; gateway/serving/errors.py says what a client is told.
@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -52,9 +52,6 @@ from inference.embedding_request import EmbeddingRequest, InvalidRequest, encode
 from scaling.routing.dispatcher import NoHealthyWorker
 from scaling.routing.fair_queue import Tenant
 
-if TYPE_CHECKING:
-    from gateway.serving.completion import Completion
-
 logger = logging.getLogger(__name__)
 Vector = list[float] | str
 
@@ -65,8 +62,7 @@ def new_embedding_id() -> str:
 
 @dataclass
 class EmbeddingRun:
-    """One admitted request: what it reserved, then what it used and how it ended. Has the
-    two fields settlement._bill reads of a Completion (request_id, reservation)."""
+    """One admitted request: what it reserved, then what it used and how it ended."""
 
     request_id: str
     deployment: DeploymentInfo
@@ -271,8 +267,7 @@ async def _settle(run: EmbeddingRun) -> None:
         created_at=time.time(),
         cache_result=Outcome.BYPASS.value,
     )
-    # _bill reads only request_id and reservation of its first argument, which both have.
-    await settlement._bill(cast("Completion", run), used, cost, event)
+    await settlement.bill(run.reservation, used, cost, event)
     logger.log(
         logging.DEBUG if run.status == "ok" else logging.INFO,
         "embeddings %s team %s model %s worker %s tokens %d status %s",

@@ -1,10 +1,12 @@
 """Step 8 of the pipeline: settle a finished request, once, however it ended.
 
-Order matters: billing first, in one round trip to the primary Redis (the quota
-reservation is reconciled to real usage, giving back what was reserved for max_tokens, and
-the usage event is queued on a Redis stream that Celery bulk-writes to the ledger,
-idempotently), then the cache is told what happened. A slow or dead cache Redis can
-therefore never delay or lose billing.
+Billing is one round trip to the primary Redis (the quota reservation is reconciled to
+real usage, giving back what was reserved for max_tokens, and the usage event is queued on
+a Redis stream that Celery bulk-writes to the ledger, idempotently). The cache's part (count
+the outcome, keep the reply) is one round trip to the cache Redis, sent in the same
+event-loop turn: the two travel side by side, so a miss settles in the time of one round
+trip, and a slow or dead cache Redis can never delay or lose billing (each has its own
+connection, and the cache's failures are logged, never raised).
 """
 
 import asyncio
@@ -17,7 +19,12 @@ from typing import TYPE_CHECKING
 from caching import exact, responses
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_redis_batch
-from gateway.accounts.quotas import AdmissionUnavailable, reconcile, reconcile_command
+from gateway.accounts.quotas import (
+    AdmissionUnavailable,
+    Reservation,
+    reconcile,
+    reconcile_command,
+)
 from gateway.usage.ledger import UsageEvent, record_usage, usage_command
 
 if TYPE_CHECKING:
@@ -30,7 +37,8 @@ async def settle(run: "Completion") -> None:
     prompt, completion = await run.billed_tokens()
     cost = run.deployment.cost_micros(prompt, completion)
     _observe_metrics(run, prompt, completion)
-    await _bill(run, prompt + completion, cost, _usage_event(run, prompt, completion, cost))
+    event = _usage_event(run, prompt, completion, cost)
+    billing = bill(run.reservation, prompt + completion, cost, event)
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
     logger.log(
@@ -45,23 +53,22 @@ async def settle(run: "Completion") -> None:
         run.cache_result,
         run.status,
     )
-    await _count_cache_outcome(run)  # after billing: a slow cache Redis cannot delay it
-    await _keep_reply(run)
+    await asyncio.gather(billing, _count_cache_outcome(run), _keep_reply(run))
 
 
-async def _bill(run: "Completion", used_tokens: int, cost: int, event: UsageEvent) -> None:
+async def bill(reservation: Reservation, used_tokens: int, cost: int, event: UsageEvent) -> None:
     """Reconcile the reservation and queue the usage event in one round trip; each is
     retried on its own if the pipeline could not do it (a Redis restart forgot the
     reconcile script, say), and each failure is logged with what it leaves behind."""
     batch = async_redis_batch()  # with other requests' admissions and settlements
-    reconciling = batch.submit(*reconcile_command(run.reservation, used_tokens, cost))
+    reconciling = batch.submit(*reconcile_command(reservation, used_tokens, cost))
     queueing = batch.submit(*usage_command(event))
     reconciled, queued = await _outcome(reconciling), await _outcome(queueing)
     if isinstance(reconciled, Exception):
         try:
-            await reconcile(run.reservation, used_tokens, cost)
+            await reconcile(reservation, used_tokens, cost)
         except AdmissionUnavailable:
-            logger.error("request %s: reservation left fully charged", run.request_id)
+            logger.error("request %s: reservation left fully charged", event.request_id)
     if isinstance(queued, Exception):
         try:
             await record_usage(event)
@@ -69,7 +76,7 @@ async def _bill(run: "Completion", used_tokens: int, cost: int, event: UsageEven
             # The log line carries the whole event, so it can still be replayed by hand.
             logger.error(
                 "request %s: usage event not queued, Redis unreachable: %s",
-                run.request_id,
+                event.request_id,
                 json.dumps(asdict(event)),
             )
 
