@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET, require_POST
 from caching import responses
 from caching.exact import CacheDirectives
 from foundation import metrics
-from gateway.accounts.authentication import bearer_token, check_model_allowed
-from gateway.serving.admission import ApiKeyCredential
+from gateway.accounts.authentication import check_model_allowed
+from gateway.api.common import credential, finish
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
 from gateway.serving.pipeline import (
@@ -34,38 +34,24 @@ from inference.reply import ReplyAssembler, openai_logprobs
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
-def _credential(request: HttpRequest) -> ApiKeyCredential:
-    return ApiKeyCredential(bearer_token(request.headers.get("Authorization")))
-
-
-def _finish(
-    response: HttpResponseBase, request_id: str, headers: dict[str, str], model: str = "-"
-) -> HttpResponseBase:
-    metrics.requests.labels(model, str(response.status_code)).inc()
-    response["x-request-id"] = request_id
-    for name, value in headers.items():
-        response[name] = value
-    return response
-
-
 @csrf_exempt
 @require_POST
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     request_id = new_request_id()
     try:
-        credential = _credential(request)
+        caller_key = credential(request)
         directives = CacheDirectives.from_headers(request.headers)
         run = await open_completion(
-            credential, lambda: parse_chat_request(request.body), directives, request_id
+            caller_key, lambda: parse_chat_request(request.body), directives, request_id
         )
     except DOMAIN_ERRORS as exc:
         error = api_error(exc)
-        return _finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
+        return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
     model = run.deployment.name
     if run.chat.stream:
         stream = StreamingHttpResponse(_sse(run), content_type="text/event-stream")
         stream["Cache-Control"] = "no-cache"
-        return _finish(stream, request_id, run.response_headers(), model)
+        return finish(stream, request_id, run.response_headers(), model)
     failure: ApiError | None = None
     async with run:  # settles before the reply goes out: its time is the gateway's
         try:
@@ -73,7 +59,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         except DOMAIN_ERRORS as exc:
             failure = api_error(exc)
     reply = JsonResponse(body) if failure is None else failure.response()
-    return _finish(reply, request_id, run.response_headers(), model)
+    return finish(reply, request_id, run.response_headers(), model)
 
 
 async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
@@ -131,7 +117,7 @@ async def report_false_hit(request: HttpRequest) -> HttpResponse:
     """POST {"request_id": "chatcmpl-..."}: the cached reply to that request was wrong;
     remove it so the next identical request goes to the model."""
     try:
-        caller = await _credential(request).authorize()
+        caller = await credential(request).authorize()
         request_id = _false_hit_request_id(request.body)
         removed = await responses.report_false_hit(request_id, caller.team_id)
     except DOMAIN_ERRORS as exc:
@@ -163,7 +149,7 @@ def _false_hit_request_id(raw: bytes) -> str:
 async def models(request: HttpRequest) -> HttpResponse:
     """GET /v1/models: what this key may use (all of them for a key without allowed models)."""
     try:
-        caller = await _credential(request).authorize()
+        caller = await credential(request).authorize()
     except DOMAIN_ERRORS as exc:
         return api_error(exc).response()
     usable = model_list(await catalog.all(), caller.allowed_models)
@@ -176,7 +162,7 @@ async def model(request: HttpRequest, model_id: str) -> HttpResponse:
     for a model the key may not use (as a chat completion with it), 404 model_not_found for
     an unknown one."""
     try:
-        caller = await _credential(request).authorize()
+        caller = await credential(request).authorize()
         deployments = await catalog.all()
         found = [m for m in model_list(deployments, caller.allowed_models) if m["id"] == model_id]
         if not found:

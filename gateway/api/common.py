@@ -1,0 +1,23 @@
+"""What every /v1/ adapter does around its pipeline: read the bearer key, and finish the
+response (the request counter, x-request-id and the pipeline's headers)."""
+
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+
+from foundation import metrics
+from gateway.accounts.authentication import bearer_token
+from gateway.serving.admission import ApiKeyCredential
+
+
+def credential(request: HttpRequest) -> ApiKeyCredential:
+    return ApiKeyCredential(bearer_token(request.headers.get("Authorization")))
+
+
+def finish(
+    response: HttpResponseBase, request_id: str, headers: dict[str, str], model: str = "-"
+) -> HttpResponseBase:
+    metrics.requests.labels(model, str(response.status_code)).inc()
+    response["x-request-id"] = request_id
+    for name, value in headers.items():
+        response[name] = value
+    return response
