@@ -5,6 +5,7 @@ view comes too late for a chunked upload with no Content-Length. This wrapper co
 bytes as they are received and answers 413 (in OpenAI's error shape) once they exceed it.
 """
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -14,6 +15,13 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[..., Awaitable[None]]  # any ASGI app; Django's handler has narrower types
+
+
+# After a 413, what is still arriving is read and dropped, up to these bounds, before the
+# response ends: a socket closed with unread input makes the kernel answer with a reset,
+# which can reach the client before the 413 does (nginx calls this a lingering close).
+LINGER_BYTES = 8 * 1024 * 1024
+LINGER_S = 2.0
 
 
 class BodyTooLarge(Exception):
@@ -40,7 +48,7 @@ class BodySizeLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.limit:
-            return await self._refuse(send)
+            return await self._refuse(send, receive)
         received = 0
 
         async def counting_receive() -> Message:
@@ -55,9 +63,9 @@ class BodySizeLimit:
         try:
             await self.app(scope, counting_receive, send)
         except BodyTooLarge:
-            await self._refuse(send)
+            await self._refuse(send, receive)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, receive: Receive) -> None:
         body = _too_large_body(self.limit)
         await send(
             {
@@ -69,4 +77,21 @@ class BodySizeLimit:
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": body})
+        # The whole answer goes out first (its length is declared); the response ends once
+        # the rest of the upload is drained, or the bounds are reached.
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        await _drain(receive)
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _drain(receive: Receive) -> None:
+    drained = 0
+    try:
+        async with asyncio.timeout(LINGER_S):
+            while drained < LINGER_BYTES:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body"):
+                    return
+                drained += len(message.get("body", b""))
+    except TimeoutError:
+        return
