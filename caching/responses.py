@@ -1,8 +1,12 @@
 """One decision per request: which cache answers it, and where its reply will be kept.
 
 Order: the exact cache (one GET), then the semantic cache (embed, nearest neighbours in the
-context's vector set, verify). A failing cache Redis or a missing embedding model never
-fails a request: it goes to the model and the response says `bypass` (and the log why).
+context's vector set, verify). The GET travels with an EXISTS of the question's context set
+(one round trip): a context with no entry cannot answer, so its question is not embedded
+for the lookup, only when its reply is kept (keep()); a question the lookup embedded is
+stored with that vector, never embedded twice. A failing cache Redis or a missing
+embedding model never fails a request: it goes to the model and the response says
+`bypass` (and the log why).
 """
 
 import asyncio
@@ -48,7 +52,8 @@ def namespace(kind: str, team_id: int) -> str:
 class CachePlan:
     """result is what the caller is told; reply and hit are set on a hit. On a miss,
     key (the exact key, also what identical requests coalesce on) and slot say where the
-    reply goes, if store allows."""
+    reply goes, if store allows; the slot has the lookup's vector, or none when the lookup
+    did not embed the question (an empty context, or no lookup): keep() embeds it then."""
 
     result: Outcome
     reply: CachedReply | None = None
@@ -95,22 +100,31 @@ async def plan(
     if not cacheable(policy, chat):
         return CachePlan(Outcome.BYPASS)
     key = exact.cache_key(team_id, deployment, chat)
-    own = _own_entries(team_id, deployment, chat, key)
+    question = semantic.question_of(chat) if semantic_allowed(chat) else None
+    context = None if question is None else semantic.context_key(team_id, deployment, chat)
+    own = _own_entries(team_id, key, context, question)
+    slot = _slot(policy, chat, context, question)
     try:
-        if directives.lookup and policy.exact_enabled:
-            reply = await exact.lookup(key)
+        if directives.lookup:
+            exact_key = key if policy.exact_enabled else None
+            reply, populated = await _first_look(exact_key, slot)
             if reply is not None:
                 return CachePlan(Outcome.HIT_EXACT, reply, own[0], own)
-        started = time.perf_counter()
-        slot = await _slot(policy, team_id, deployment, chat)
-        if slot is not None and directives.lookup:
-            match = await semantic.lookup(
-                slot, policy.similarity_threshold, policy.verify_enabled, team_id
-            )
-            metrics.semantic_lookup.observe(time.perf_counter() - started)
-            if match is not None:
-                hit = EntryRef(namespace("semantic", team_id), match.entry_key)
-                return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own)
+            if slot is not None and not populated:
+                semantic.empty_context_lookup(
+                    policy.similarity_threshold, policy.verify_enabled, team_id
+                )
+            elif slot is not None:
+                started = time.perf_counter()
+                slot = await _embedded(slot)
+                if slot is not None:
+                    match = await semantic.lookup(
+                        slot, policy.similarity_threshold, policy.verify_enabled, team_id
+                    )
+                    metrics.semantic_lookup.observe(time.perf_counter() - started)
+                    if match is not None:
+                        hit = EntryRef(namespace("semantic", team_id), match.entry_key)
+                        return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own)
     except (CacheUnavailable, SemanticUnavailable) as exc:
         logger.warning("response caches bypassed, cache Redis failed: %s", exc)
         return CachePlan(Outcome.BYPASS)
@@ -126,30 +140,59 @@ async def plan(
 
 
 def _own_entries(
-    team_id: int, deployment: DeploymentInfo, chat: ChatRequest, key: str
+    team_id: int, key: str, context: str | None, question: str | None
 ) -> tuple[EntryRef, ...]:
     """The exact entry and, for a question, the semantic entry this request's reply goes
     to: a false-hit report removes both, or the wrong reply would answer again."""
     entries = [EntryRef(namespace("exact", team_id), key)]
-    question = semantic.question_of(chat) if semantic_allowed(chat) else None
-    if question is not None:
-        element = semantic.element_id(semantic.context_key(team_id, deployment, chat), question)
+    if context is not None and question is not None:
+        element = semantic.element_id(context, question)
         entries.append(EntryRef(namespace("semantic", team_id), semantic.ENTRY_PREFIX + element))
     return tuple(entries)
 
 
-async def _slot(
-    policy: CacheSettings, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+def _slot(
+    policy: CacheSettings, chat: ChatRequest, context: str | None, question: str | None
 ) -> SemanticSlot | None:
+    """Where the question's reply goes in the semantic cache, not embedded yet; None when
+    the semantic cache does not consider the request."""
     if not policy.semantic_enabled or not semantic_allowed(chat):
         return None
-    question = semantic.question_of(chat)
-    if question is None:
+    if context is None or question is None:
         if semantic.question_too_long(chat):
             metrics.semantic_skips.labels("too_long").inc()
         return None
+    return SemanticSlot.of(context, question)
+
+
+async def _first_look(
+    key: str | None, slot: SemanticSlot | None
+) -> tuple[CachedReply | None, bool]:
+    """The exact lookup (none without a key) and whether the slot's context has any entry
+    (False without a slot, or after an exact hit): one round trip, the EXISTS and the GET
+    both in the cache Redis batch of this event-loop turn."""
+    populated = semantic.context_populated(slot) if slot is not None else None
     try:
-        vector = await (await loaded_embedder()).embed(question)
+        reply = await exact.lookup(key) if key is not None else None
+    except BaseException:
+        if populated is not None:
+            populated.close()
+        raise
+    if populated is None:
+        return reply, False
+    if reply is not None:
+        populated.close()  # answered: whether the context has entries no longer matters
+        return reply, False
+    return None, await populated
+
+
+async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
+    """The slot with its question's vector (embedded here unless it has one already);
+    None when it cannot have one."""
+    if slot.vector is not None:
+        return slot
+    try:
+        vector = await (await loaded_embedder()).embed(slot.question)
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
     except TextTooLong:
@@ -157,7 +200,7 @@ async def _slot(
         # starts alike would match it. Within 1,000 characters, but dense (CJK, code).
         metrics.semantic_skips.labels("too_long").inc()
         return None
-    return SemanticSlot.of(semantic.context_key(team_id, deployment, chat), question, vector)
+    return slot.embedded(vector)
 
 
 async def keep(
@@ -165,7 +208,9 @@ async def keep(
 ) -> None:
     """Keep a complete generated reply in each cache the plan names. The exact entry, the
     semantic one and the note of who answered go out together, in one round trip (the
-    cache Redis batch of this event-loop turn)."""
+    cache Redis batch of this event-loop turn). A question the lookup did not embed (its
+    context was empty, or there was no lookup) is embedded first; one it did keeps the
+    lookup's vector."""
     policy = plan.policy
     if policy is None or plan.key is None:
         return
@@ -179,10 +224,11 @@ async def keep(
         budget = eviction.Budget(namespace("exact", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.exact_ttl_s, plan.ttl_s)
         writes.append(_keep_exact(budget, plan.key, encoded, ttl_s, cost, request_id))
-    if plan.slot is not None:
+    slot = None if plan.slot is None else await _embedded(plan.slot)
+    if slot is not None:
         budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s)
-        writes.append(semantic.store(plan.slot, reply, budget, ttl_s, cost))
+        writes.append(semantic.store(slot, reply, budget, ttl_s, cost))
     if writes:
         writes.append(note_served(request_id, team_id, plan.own))
         await asyncio.gather(*writes)

@@ -11,6 +11,16 @@ A candidate must clear two bars: cosine similarity of the MiniLM embeddings at o
 the policy's threshold, and verify() (caching/verify/), which rejects the
 near-misses embeddings confuse (negation, numbers, dates, names, swapped roles).
 
+Embedding a question costs about 1.6 ms of CPU, and many lookups find their context empty
+(each new turn of a conversation is a context of its own). So a lookup first asks whether
+the context's set exists: EXISTS, in the same cache Redis batch as the exact lookup's GET
+(no round trip of its own; 10 to 25 us of client CPU). A set is deleted with its last
+element and expires with its newest entry, so without one nothing can match: the lookup
+is a miss with nothing embedded or searched, and the question is embedded when its reply
+is stored, if it is (caching/responses.py). With one, the vector the lookup embedded is
+the one stored. The set key is the asking team's own context key: the check never
+touches another team's contexts.
+
 Layout under CACHE_REDIS_URL:
     sluice:cache:sem:set:<context sha256>    vector set, elements are entry ids (NOQUANT:
                                              the scores are the model's, so the measured
@@ -27,7 +37,8 @@ import asyncio
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from collections.abc import Coroutine
+from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from caching import eviction, lookup_log
@@ -101,20 +112,29 @@ def element_id(context: str, question: str) -> str:
 
 @dataclass(frozen=True)
 class SemanticSlot:
-    """Where a question lives: its context's vector set and its own entry."""
+    """Where a question lives: its context's vector set and its own entry; its vector once
+    it is embedded (None until then: a lookup in an empty context never embeds it)."""
 
     set_key: str
     element: str
     question: str
-    vector: Vector
+    vector: Vector | None = None
 
     @classmethod
-    def of(cls, context: str, question: str, vector: Vector) -> "SemanticSlot":
+    def of(cls, context: str, question: str, vector: Vector | None = None) -> "SemanticSlot":
         return cls(SET_PREFIX + context, element_id(context, question), question, vector)
 
     @property
     def entry_key(self) -> str:
         return ENTRY_PREFIX + self.element
+
+    def embedded(self, vector: Vector) -> "SemanticSlot":
+        return replace(self, vector=vector)
+
+    def vector_bytes(self) -> bytes:
+        if self.vector is None:
+            raise ValueError("the question is not embedded yet: SemanticSlot.embedded()")
+        return self.vector.tobytes()
 
 
 @dataclass(frozen=True)
@@ -125,15 +145,48 @@ class SemanticMatch:
     question: str
 
 
+def context_populated(slot: SemanticSlot) -> Coroutine[Any, Any, bool]:
+    """Whether the slot's context has any entry (its vector set exists), so that a lookup
+    can be worth an embedding. Its EXISTS is already in this event-loop turn's cache Redis
+    batch when this returns (commands submitted next, the exact lookup's GET, share its
+    round trip); await the answer, or close() the coroutine when it is no longer needed.
+    SemanticUnavailable if Redis failed."""
+    reply = async_cache_redis_batch().submit("EXISTS", slot.set_key)
+    reply.add_done_callback(_retrieved)  # a failure nobody awaited is not logged as lost
+    return _populated(reply)
+
+
+async def _populated(reply: "asyncio.Future[Any]") -> bool:
+    try:
+        return bool(await reply)
+    except REDIS_FAILURES as exc:
+        raise SemanticUnavailable(str(exc)) from exc
+
+
+def _retrieved(reply: "asyncio.Future[Any]") -> None:
+    if not reply.cancelled():
+        reply.exception()
+
+
+def empty_context_lookup(threshold: float, verify_enabled: bool, team_id: int | None) -> None:
+    """A lookup in a context with no entry: nothing is embedded or searched. With a team it
+    is logged as a lookup that found no candidate, as the search would have found none (the
+    dashboard's threshold preview counts it among the misses, as before)."""
+    if team_id is not None:
+        lookup_log.record(team_id, lookup_log.LookupSample((), (), threshold, verify_enabled))
+
+
 async def lookup(
     slot: SemanticSlot, threshold: float, verify_enabled: bool, team_id: int | None = None
 ) -> SemanticMatch | None:
     """The first candidate at or above the threshold that verification accepts. With a
-    team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact."""
+    team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact.
+    The slot must be embedded."""
+    vector = slot.vector_bytes()
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
         found = await batch.execute(
-            "VSIM", slot.set_key, "FP32", slot.vector.tobytes(), "COUNT", CANDIDATES, "WITHSCORES"
+            "VSIM", slot.set_key, "FP32", vector, "COUNT", CANDIDATES, "WITHSCORES"
         )
         scored = _scored(found)
         candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
@@ -184,10 +237,11 @@ async def store(
     """Add the question to its context's set, then admit its entry (which owns the element
     from then on). The set itself expires with the longest-lived entry it could hold. All
     four commands go in the cache Redis batch of this event-loop turn, in this order: one
-    round trip (they were four)."""
+    round trip (they were four). The slot must be embedded: with the lookup's own vector
+    when the lookup embedded it (caching/responses.py never embeds a question twice)."""
+    vector = slot.vector_bytes()
     batch = async_cache_redis_batch()
     value = json.dumps({"question": slot.question, "reply": asdict(reply)})
-    vector = slot.vector.tobytes()
     added = batch.submit("VADD", slot.set_key, "FP32", vector, slot.element, "NOQUANT")
     admitting = eviction.admit_in_batch(
         batch,

@@ -1,0 +1,300 @@
+"""A semantic lookup in a context with no entry embeds nothing (issue 21, the hot path):
+the exact lookup's GET travels with an EXISTS of the context's vector set, the question is
+embedded when its reply is kept, and a question the lookup did embed is stored with that
+vector, never embedded twice (caching/responses.py, caching/semantic.py).
+
+In process, against the real bundled Redis 8 and the real int8 MiniLM, whose embed() is
+wrapped to count the questions it is given."""
+
+import asyncio
+import gc
+import json
+import warnings
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from caching import lookup_log, responses, semantic
+from caching.exact import CacheDirectives, CachedReply
+from caching.outcome import Outcome
+from caching.policy import CacheSettings, default_settings
+from caching.responses import CachePlan
+from foundation import metrics, redis_clients
+from foundation.redis_batch import CommandBatcher
+from inference import embeddings
+from inference.chat_request import ChatRequest
+from inference.deployments import DeploymentInfo
+from inference.embeddings import Vector
+
+pytestmark = pytest.mark.live
+TEAM, OTHER_TEAM = 7, 8
+DEPLOYMENT = DeploymentInfo("small-model", Decimal(0), Decimal(0), created=0)
+SYSTEM = {"role": "system", "content": "Answer briefly."}
+REPLY = CachedReply("Paris.", "stop", 12, 2)
+LOOKUP = CacheDirectives()
+
+
+def chat(question: str, context: list[dict[str, Any]] | None = None) -> ChatRequest:
+    messages = [*(context or [SYSTEM]), {"role": "user", "content": question}]
+    return ChatRequest("small-model", messages, 5, False, False, {"temperature": 0})
+
+
+class RecordingBatcher(CommandBatcher):
+    """The commands of each pipeline the cache Redis batch sends, by name and key."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.pipelines: list[list[tuple[str, Any]]] = []
+
+    async def _send(self, batch: Any) -> None:
+        self.pipelines.append([(str(c[0]), c[1] if len(c) > 1 else None) for c, _ in batch])
+        await super()._send(batch)
+
+
+@pytest.fixture
+def embedded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The questions the real embedder is asked to embed, in order."""
+    model = embeddings.embedder()
+    asked: list[str] = []
+    real = model.embed
+
+    async def counting(text: str) -> Vector:
+        asked.append(text)
+        return await real(text)
+
+    monkeypatch.setattr(model, "embed", counting)
+    return asked
+
+
+@pytest.fixture(autouse=True)
+def policy(monkeypatch: pytest.MonkeyPatch) -> CacheSettings:
+    """The settings' defaults (exact and semantic caches on, verification on), without the
+    database: what a team without a policy row runs under."""
+    defaults = default_settings()
+    assert defaults.exact_enabled and defaults.semantic_enabled
+
+    async def policy_for_team(team_id: int) -> CacheSettings:
+        return defaults
+
+    monkeypatch.setattr(responses, "policy_for_team", policy_for_team)
+    return defaults
+
+
+def run(scenario: Callable[[RecordingBatcher], Awaitable[Any]]) -> Any:
+    """The scenario on a fresh event loop, its cache Redis batch recorded."""
+
+    async def main() -> Any:
+        recording = RecordingBatcher(redis_clients.async_cache_redis())
+        redis_clients._cache_batchers[asyncio.get_running_loop()] = recording
+        try:
+            return await scenario(recording)
+        finally:
+            await lookup_log.drain()
+            await redis_clients.async_cache_redis().aclose()
+
+    return asyncio.run(main())
+
+
+async def ask_and_keep(
+    question: str,
+    context: list[dict[str, Any]] | None = None,
+    team_id: int = TEAM,
+    directives: CacheDirectives = LOOKUP,
+    request_id: str = "chatcmpl-1",
+) -> CachePlan:
+    """What the gateway does for a request that the model answers on a miss."""
+    plan = await responses.plan(directives, team_id, DEPLOYMENT, chat(question, context))
+    if plan.result in (Outcome.MISS, Outcome.BYPASS):
+        await responses.keep(plan, REPLY, 0, request_id, team_id)
+    return plan
+
+
+def set_key(question: str, context: list[dict[str, Any]] | None = None, team: int = TEAM) -> str:
+    return semantic.SET_PREFIX + semantic.context_key(team, DEPLOYMENT, chat(question, context))
+
+
+def cache(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url, decode_responses=True)
+
+
+def test_a_first_question_is_embedded_only_when_stored_and_its_paraphrase_then_hits(
+    redis_url, embedded
+):
+    async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str], CachePlan]:
+        question = chat("What is the capital of France?")
+        first = await responses.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        at_lookup = list(embedded)
+        await responses.keep(first, REPLY, 0, "chatcmpl-1", TEAM)
+        second = await ask_and_keep("What's the capital of France?", request_id="chatcmpl-2")
+        return first, at_lookup, second
+
+    first, at_lookup, second = run(scenario)
+
+    assert first.result == Outcome.MISS
+    assert at_lookup == []  # the context had no entry: nothing embedded for the lookup
+    assert first.slot is not None and first.slot.vector is None
+    # Kept: embedded once, then the paraphrase once for its own lookup, which hits.
+    assert embedded == ["What is the capital of France?", "What's the capital of France?"]
+    assert second.result == Outcome.HIT_SEMANTIC and second.reply == REPLY
+    # The skipped lookup is still in the team's lookup log, as one with no candidate.
+    logged = [json.loads(r) for r in cache(redis_url).lrange(lookup_log.key(TEAM), 0, -1)]
+    assert [sample["c"] for sample in logged][-1] == []
+    assert len(logged) == 2 and len(logged[0]["c"]) >= 1
+
+
+def test_a_miss_in_a_populated_context_embeds_once_and_is_stored_with_that_vector(
+    redis_url, embedded
+):
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
+        embedded.clear()
+        return await ask_and_keep("How many legs does a spider have?", request_id="chatcmpl-2")
+
+    plan = run(scenario)
+
+    assert plan.result == Outcome.MISS
+    assert embedded == ["How many legs does a spider have?"]  # lookup and store: one embedding
+    assert plan.slot is not None and plan.slot.vector is not None
+    stored = cache(redis_url).execute_command("VEMB", plan.slot.set_key, plan.slot.element)
+    assert np.allclose(np.array(stored, dtype=np.float32), plan.slot.vector, atol=1e-6)
+
+
+def test_the_emptiness_check_travels_with_the_exact_lookup(redis_url, embedded):
+    async def scenario(recording: RecordingBatcher) -> list[list[tuple[str, Any]]]:
+        await responses.plan(LOOKUP, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        return list(recording.pipelines)
+
+    pipelines = run(scenario)
+
+    first = dict(pipelines[0])
+    assert set(first) == {"GET", "EXISTS"}  # one round trip for both
+    assert first["EXISTS"] == set_key("Who wrote Hamlet?")
+    assert "VSIM" not in [name for pipeline in pipelines for name, _ in pipeline]
+    assert embedded == []
+
+
+def test_another_teams_entries_do_not_make_a_context_look_populated(redis_url, embedded):
+    """Same messages, same deployment, another team: its own context is empty, so it
+    embeds nothing and misses; the check only ever reads the asking team's set."""
+
+    async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[Any]]:
+        await ask_and_keep("What is the capital of France?", team_id=TEAM)
+        embedded.clear()
+        recording.pipelines.clear()
+        plan = await responses.plan(
+            LOOKUP, OTHER_TEAM, DEPLOYMENT, chat("What's the capital of France?")
+        )
+        return plan, list(recording.pipelines)
+
+    plan, pipelines = run(scenario)
+
+    assert plan.result == Outcome.MISS
+    assert embedded == []
+    checked = [key for pipeline in pipelines for name, key in pipeline if name == "EXISTS"]
+    assert checked == [set_key("What's the capital of France?", team=OTHER_TEAM)]
+    assert cache(redis_url).exists(set_key("What is the capital of France?", team=TEAM)) == 1
+
+
+def test_a_context_emptied_by_a_false_hit_report_is_empty_again(redis_url, embedded):
+    """A vector set goes with its last element: once the only entry is removed, a lookup
+    in that context embeds nothing again."""
+
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
+        assert await responses.report_false_hit("chatcmpl-1", TEAM)
+        embedded.clear()
+        return await responses.plan(LOOKUP, TEAM, DEPLOYMENT, chat("What's the capital of France?"))
+
+    plan = run(scenario)
+
+    assert plan.result == Outcome.MISS
+    assert embedded == []
+    assert cache(redis_url).exists(set_key("What is the capital of France?")) == 0
+
+
+@pytest.mark.parametrize(
+    ("directives", "result", "kept_semantically"),
+    [
+        (CacheDirectives(lookup=False), Outcome.BYPASS, True),
+        (CacheDirectives(store=False), Outcome.MISS, False),
+    ],
+    ids=["no-cache", "no-store"],
+)
+def test_in_an_empty_context_a_question_is_embedded_only_to_be_stored(
+    redis_url, embedded, directives, result, kept_semantically
+):
+    """no-cache: no lookup, so the question is embedded when its reply is kept; no-store:
+    the lookup found the context empty and nothing is kept, so it is never embedded."""
+
+    async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str]]:
+        plan = await responses.plan(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        at_lookup = list(embedded)
+        await responses.keep(plan, REPLY, 0, "chatcmpl-1", TEAM)
+        return plan, at_lookup
+
+    plan, at_lookup = run(scenario)
+
+    assert plan.result == result
+    assert at_lookup == []
+    assert embedded == (["Who wrote Hamlet?"] if kept_semantically else [])
+    element = semantic.element_id(
+        semantic.context_key(TEAM, DEPLOYMENT, chat("Who wrote Hamlet?")), "Who wrote Hamlet?"
+    )
+    stored = cache(redis_url).execute_command("VISMEMBER", set_key("Who wrote Hamlet?"), element)
+    assert bool(stored) == kept_semantically
+
+
+def test_a_no_store_lookup_in_a_populated_context_still_embeds_once(redis_url, embedded):
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
+        embedded.clear()
+        return await responses.plan(
+            CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
+        )
+
+    plan = run(scenario)
+
+    assert plan.result == Outcome.HIT_SEMANTIC
+    assert embedded == ["What's the capital of France?"]
+
+
+def test_a_question_too_dense_to_embed_whole_is_counted_when_kept_and_not_stored(
+    redis_url, embedded
+):
+    """Within 1,000 characters but past the model's 256 tokens (CJK): in an empty context
+    the lookup never embeds it, so keeping its reply finds it too long (counted once) and
+    keeps the exact entry only."""
+    question = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 22 + "问题是什么颜色"
+    assert len(question) < semantic.MAX_QUESTION_CHARS
+    too_long = metrics.semantic_skips.labels("too_long")
+    before = too_long._value.get()
+
+    plan = run(lambda recording: ask_and_keep(question))
+
+    assert plan.result == Outcome.MISS and plan.key is not None
+    assert embedded == [question]
+    assert too_long._value.get() == before + 1
+    assert cache(redis_url).exists(plan.key) == 1
+    assert cache(redis_url).exists(set_key(question)) == 0
+
+
+def test_an_exact_hit_leaves_the_emptiness_check_unawaited_without_warnings(redis_url, embedded):
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
+        embedded.clear()
+        return await responses.plan(
+            LOOKUP, TEAM, DEPLOYMENT, chat("What is the capital of France?")
+        )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = run(scenario)
+        gc.collect()
+
+    assert plan.result == Outcome.HIT_EXACT
+    assert embedded == []
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
