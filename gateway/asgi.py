@@ -25,12 +25,18 @@ def with_static_files(app: Any) -> Any:
 
 
 http_app = split_application(with_static_files)
+MULTIPART_OVERHEAD_BYTES = 64 * 1024  # the form's boundaries and other fields
 
 # WebSocket: session login (or an API key in the first message); the Origin must be one
 # of ALLOWED_HOSTS, so another site cannot ride a user's session cookie (CSRF for sockets).
 application = ProtocolTypeRouter(
     {
-        "http": BodySizeLimit(http_app, settings.DATA_UPLOAD_MAX_MEMORY_SIZE),
+        # A batch input file may be far larger than a request (BATCH_FILE_MAX_BYTES).
+        "http": BodySizeLimit(
+            http_app,
+            settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+            {"/v1/files": settings.BATCH_FILE_MAX_BYTES + MULTIPART_OVERHEAD_BYTES},
+        ),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -39,16 +39,26 @@ def _too_large_body(limit: int) -> bytes:
 
 
 class BodySizeLimit:
-    def __init__(self, app: App, limit: int) -> None:
+    """limit: for every path but those under a prefix of `larger` (a file upload's)."""
+
+    def __init__(self, app: App, limit: int, larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.larger = larger or {}
+
+    def limit_for(self, path: str) -> int:
+        for prefix, limit in self.larger.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return limit
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.limit_for(scope.get("path", ""))
         declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > self.limit:
-            return await self._refuse(send, receive)
+        if declared.isdigit() and int(declared) > limit:
+            return await self._refuse(send, receive, limit)
         received = 0
 
         async def counting_receive() -> Message:
@@ -56,17 +66,17 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     raise BodyTooLarge()
             return message
 
         try:
             await self.app(scope, counting_receive, send)
         except BodyTooLarge:
-            await self._refuse(send, receive)
+            await self._refuse(send, receive, limit)
 
-    async def _refuse(self, send: Send, receive: Receive) -> None:
-        body = _too_large_body(self.limit)
+    async def _refuse(self, send: Send, receive: Receive, limit: int) -> None:
+        body = _too_large_body(limit)
         await send(
             {
                 "type": "http.response.start",

@@ -251,7 +251,10 @@ def start_platform(supervisor: Supervisor, env: dict[str, str], port: int, var: 
         "scraper", [sys.executable, str(BASE_DIR / "manage.py"), "scrape_workers"], env
     )
     celery = [sys.executable, "-m", "celery", "-A", "gateway"]
-    supervisor.start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"], env)
+    worker = [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"]
+    supervisor.start("worker", [*worker, "--queues", "celery", "--hostname", "main@%h"], env)
+    # Batches run for minutes to hours, each on its own event loop: a worker of their own.
+    supervisor.start("batches", [*worker, "--queues", "batches", "--hostname", "batches@%h"], env)
     schedule = str(var / "celerybeat-schedule")
     supervisor.start("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", schedule], env)
 

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "channels",
     "gateway.accounts",
     "gateway.usage",
+    "gateway.batches",
     "caching",
     "gateway.chat",
     "bench",
@@ -148,7 +149,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gateway.dashboard.tasks.refresh_dashboard",
         "schedule": 30.0,
     },
+    "sweep-batches": {
+        "task": "gateway.batches.tasks.sweep_batches",
+        "schedule": 10.0,
+    },
 }
+# Batches run for minutes to hours: on a worker of their own (make run starts one), so the
+# ledger and dashboard tasks never wait behind a batch.
+CELERY_TASK_ROUTES = {"gateway.batches.tasks.run_batch": {"queue": "batches"}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Usage events a ledger consumer read but did not acknowledge for this long are taken over
 # by the next run (their consumer is presumed dead; a wrong guess costs a duplicate read,
@@ -308,3 +316,23 @@ METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
 
 DEMO_TEAM_NAME = env_str("DEMO_TEAM_NAME", "demo")
 PORT = env_int("PORT", 8000, minimum=1)
+
+# The Batch API (gateway/batches, docs/batches.md). Files live under BATCH_FILE_DIR by
+# default; BATCH_FILE_STORAGE names another FileStorage class (object storage, say).
+BATCH_FILE_STORAGE = env_str("BATCH_FILE_STORAGE", "gateway.batches.storage.LocalFileStorage")
+BATCH_FILE_DIR = Path(env_str("BATCH_FILE_DIR", str(VAR_DIR / "files")))
+BATCH_FILE_MAX_BYTES = env_int("BATCH_FILE_MAX_BYTES", 100 * 1024 * 1024, minimum=1024)
+# All of a team's files together (inputs and the outputs its batches wrote).
+BATCH_TEAM_STORAGE_BYTES = env_int("BATCH_TEAM_STORAGE_BYTES", 10 * 1024**3, minimum=1024)
+BATCH_MAX_LINES = env_int("BATCH_MAX_LINES", 50_000, minimum=1)
+BATCH_LINE_MAX_BYTES = env_int("BATCH_LINE_MAX_BYTES", 1_048_576, minimum=1024)
+# Files are deleted this long after they were made (input and output alike).
+BATCH_FILE_TTL_S = env_int("BATCH_FILE_TTL_S", 30 * 24 * 3600, minimum=60)
+# A runner that has not renewed its hold on a batch for this long is presumed dead; the
+# sweep (every 10 s) hands the batch to another.
+BATCH_RUNNER_STALE_S = env_float("BATCH_RUNNER_STALE_S", 30.0)
+# Lines one runner keeps in flight at most, whatever the fleet's spare capacity.
+BATCH_MAX_CONCURRENCY = env_int("BATCH_MAX_CONCURRENCY", 256, minimum=1)
+# Share of each worker's max_in_flight the batch runner leaves free for interactive
+# bursts: lines start only while a worker is below (1 - this) of its target.
+BATCH_HEADROOM = env_float("BATCH_HEADROOM", 0.2)

@@ -44,17 +44,22 @@ class DeploymentInfo:
     kind: str = CHAT  # chat (/v1/chat/completions) or embedding (/v1/embeddings)
     in_process: bool = False  # the built-in embedder answers it, in this process
     context_length: int | None = None  # the operator's override; None: what workers report
+    batch_discount_percent: int = 50  # what a batch line saves on the prices
 
     @property
     def is_chat(self) -> bool:
         return self.kind == CHAT
 
-    def cost_micros(self, prompt_tokens: int, completion_tokens: int) -> int:
-        """Cost in micro-dollars: tokens x USD per million tokens."""
-        return int(
+    def cost_micros(self, prompt_tokens: int, completion_tokens: int, batch: bool = False) -> int:
+        """Cost in micro-dollars: tokens x USD per million tokens, less the batch discount
+        for a line of a batch."""
+        cost = (
             prompt_tokens * self.price_input_per_million
             + completion_tokens * self.price_output_per_million
         )
+        if batch:
+            cost = cost * (100 - self.batch_discount_percent) / 100
+        return int(cost)
 
 
 class DeploymentCatalog:
@@ -94,6 +99,7 @@ def _load() -> dict[str, DeploymentInfo]:
             and d.upstream_model == BUILTIN_EMBEDDING_MODEL
             and not d.has_workers,
             d.context_length,
+            d.batch_discount_percent,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

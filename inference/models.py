@@ -1,7 +1,7 @@
 from decimal import Decimal
 from typing import Any
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -56,6 +56,11 @@ class ModelDeployment(models.Model):
     prices_are_examples = models.BooleanField(
         default=False,
         help_text="the prices above are documented examples (the demo); the dashboard says so",
+    )
+    batch_discount_percent = models.PositiveSmallIntegerField(
+        default=50,
+        validators=[MaxValueValidator(100)],
+        help_text="what lines of a batch (/v1/batches) save on the prices above, in percent",
     )
     context_length = models.PositiveIntegerField(
         null=True,

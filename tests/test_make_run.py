@@ -138,7 +138,34 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
     pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
     assert len([p for p in pieces if p]) > 3 and "Paris" in "".join(pieces)
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
-    launcher.wait_for(r"celery@\S+ ready", timeout=60)
+    launcher.wait_for(r"main@\S+ ready", timeout=60)
+
+    # A batch runs on the batches worker, through the real model, at batch priority.
+    launcher.wait_for(r"batches@\S+ ready", timeout=60)
+    lines = [
+        {
+            "custom_id": f"b{n}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": EMBEDDED_MODEL, "messages": MESSAGES, "max_tokens": 4},
+        }
+        for n in range(2)
+    ]
+    upload = client.files.create(
+        file=("batch.jsonl", "\n".join(json.dumps(line) for line in lines).encode()),
+        purpose="batch",
+    )
+    batch = client.batches.create(
+        input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    done = wait_until(
+        lambda: (b := client.batches.retrieve(batch.id)).status == "completed" and b,
+        120,
+        "the batch to complete on the real model",
+        poll_s=1,
+    )
+    answers = client.files.content(done.output_file_id).text.splitlines()
+    assert sorted(json.loads(a)["custom_id"] for a in answers) == ["b0", "b1"]
 
     # A second terminal: manage.py reaches the same database and Redis with no exports.
     env = {k: v for k, v in os.environ.items() if k not in SHARED_SERVICES}

@@ -40,6 +40,7 @@ QUOTA_FIELDS = (
     "max_tokens_cap",
     "queue_weight",
     "max_concurrent_requests",
+    "max_batch_queue_tokens",
 )
 # Every limit a policy can leave empty, set to "no limit": create_team(name, **NO_LIMITS)
 # makes a team deliberately unlimited (its own policy, so the default does not apply).

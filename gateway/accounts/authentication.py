@@ -49,14 +49,19 @@ async def authenticate_key(raw_key: str, scope: str) -> KeyRecord:
     record = await key_records.get(parsed.lookup_id)
     if record is None or not secret_matches(parsed.secret, record.secret_hash):
         raise AuthenticationFailed("Incorrect API key provided.")
+    check_key_usable(record, scope)
+    await _note_used(record.lookup_id)
+    return record
+
+
+def check_key_usable(record: KeyRecord, scope: str) -> None:
+    """A known key may act for `scope` now: not revoked, not expired, scope granted."""
     if record.revoked:
         raise AuthenticationFailed("This API key has been revoked.")
     if record.expires_at is not None and record.expires_at <= time.time():
         raise AuthenticationFailed("This API key has expired.")
     if scope not in record.scopes:
         raise ScopeDenied(f"This API key does not have the '{scope}' scope.")
-    await _note_used(record.lookup_id)
-    return record
 
 
 def check_model_allowed(allowed_models: tuple[str, ...], model: str) -> None:

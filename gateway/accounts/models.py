@@ -73,6 +73,14 @@ class QuotaFields(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Most requests of this team generating at once; empty means no cap.",
     )
+    # Batch lines are not held to the minute limits; this bounds what a team may queue.
+    max_batch_queue_tokens = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Most tokens (prompt estimate + max_tokens) of this team's unfinished "
+        "batches; a batch that would pass it is refused at creation. Empty means no limit.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

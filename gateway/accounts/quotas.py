@@ -68,6 +68,9 @@ class AdmissionRequest:
     prompt_tokens: int
     max_tokens: int
     cost_micros: int = 0
+    # A batch line (gateway/batches): counted in the team's month and budget like any
+    # request, in minute windows of its own (batch throughput) that no RPM or TPM limits.
+    batch_id: str = ""
 
     @property
     def tokens(self) -> int:
@@ -86,18 +89,22 @@ class Reservation:
     # The limits it was admitted under; the dispatcher reads the team's queue weight and
     # concurrency cap from them, with no second lookup.
     limits: QuotaLimits = field(default_factory=QuotaLimits)
+    batch_id: str = ""  # a batch line's: dispatched at batch priority, priced at its discount
 
 
 _ADMIT = LuaScript(_LUA_DIR / "admit.lua")
 _RECONCILE = LuaScript(_LUA_DIR / "reconcile.lua")
 
 
-def team_counter_keys(team_id: int, month: str) -> dict[str, str]:
+def team_counter_keys(team_id: int, month: str, batch: bool = False) -> dict[str, str]:
+    """batch: the minute windows batch lines count in, apart from interactive requests'
+    (the month and budget counters are the same)."""
     # One hash tag per team keeps every counter of a script in one Redis Cluster slot.
     base = f"sluice:quota:{{t{team_id}}}"
+    window = f"{base}:batch" if batch else base
     return {
-        "requests_per_minute": f"{base}:rpm",
-        "tokens_per_minute": f"{base}:tpm",
+        "requests_per_minute": f"{window}:rpm",
+        "tokens_per_minute": f"{window}:tpm",
         "tokens_per_month": f"{base}:tokens:{month}",
         "budget_per_month": f"{base}:cost:{month}",
     }
@@ -140,16 +147,17 @@ async def admit(
     if limits.max_tokens_cap is not None and request.max_tokens > limits.max_tokens_cap:
         raise MaxTokensOverCap(request.max_tokens, limits.max_tokens_cap)
     month, next_month = month_of(time.time())
-    counters = team_counter_keys(request.team_id, month)
+    batch = bool(request.batch_id)
+    counters = team_counter_keys(request.team_id, month, batch)
     keys = [*counters.values(), key_counter_key(request.team_id, request.key_id)]
     args: list[int | str] = [
         request.tokens,
         request.cost_micros,
-        _limit(limits.requests_per_minute),
-        _limit(limits.tokens_per_minute),
+        _UNLIMITED if batch else _limit(limits.requests_per_minute),
+        _UNLIMITED if batch else _limit(limits.tokens_per_minute),
         _limit(limits.tokens_per_month),
         _limit(limits.budget_per_month_micros),
-        _limit(key_rpm),
+        _UNLIMITED if batch else _limit(key_rpm),
         MONTH_COUNTER_TTL_S,
         next_month,
     ]
@@ -179,13 +187,14 @@ async def admit(
         month=month,
         state=_state(limits, reply[2:]),
         limits=limits,
+        batch_id=request.batch_id,
     )
 
 
 def _reconcile_call(
     reservation: Reservation, used_tokens: int, used_cost_micros: int
 ) -> tuple[list[str], list[int | str]]:
-    counters = team_counter_keys(reservation.team_id, reservation.month)
+    counters = team_counter_keys(reservation.team_id, reservation.month, bool(reservation.batch_id))
     keys = [
         counters["tokens_per_minute"],
         counters["tokens_per_month"],

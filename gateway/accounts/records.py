@@ -49,6 +49,8 @@ class QuotaLimits:
     # max_tokens over the context window or max_tokens_cap: lowered to fit, not refused
     # (a team's own policy only: the platform default refuses).
     clamp_max_tokens: bool = False
+    # Tokens a team's unfinished batches may hold (gateway/batches); None: no limit.
+    batch_queue_tokens: int | None = None
 
 
 def key_record_from_row(key: ApiKey) -> KeyRecord:
@@ -78,6 +80,7 @@ def quota_limits_from_row(policy: QuotaFields | None) -> QuotaLimits:
         max_tokens_cap=policy.max_tokens_cap,
         queue_weight=policy.queue_weight,
         max_concurrent_requests=policy.max_concurrent_requests,
+        batch_queue_tokens=policy.max_batch_queue_tokens,
         clamp_max_tokens=isinstance(policy, QuotaPolicy)
         and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.CLAMP,
     )

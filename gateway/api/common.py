@@ -5,8 +5,9 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
 from foundation import metrics
-from gateway.accounts.authentication import bearer_token
-from gateway.serving.admission import ApiKeyCredential
+from gateway.accounts.authentication import authenticate_key, bearer_token
+from gateway.accounts.records import KeyRecord
+from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
 
 
 def credential(request: HttpRequest) -> ApiKeyCredential:
@@ -21,3 +22,10 @@ def finish(
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+async def authorized_key(request: HttpRequest) -> KeyRecord:
+    """The bearer key of a request to the files and batches endpoints (inference scope)."""
+    return await authenticate_key(
+        bearer_token(request.headers.get("Authorization")), INFERENCE_SCOPE
+    )

@@ -19,6 +19,7 @@ from caching.exact import CacheDirectives
 from foundation import metrics
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import credential, finish
+from gateway.serving.chat_body import collect_reply
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
 from gateway.serving.pipeline import (
@@ -28,9 +29,9 @@ from gateway.serving.pipeline import (
     rate_limit_headers_of,
 )
 from inference.chat_request import InvalidRequest, parse_chat_request
-from inference.chat_tools import legacy_chunk, legacy_message
+from inference.chat_tools import legacy_chunk
 from inference.deployments import DeploymentInfo, catalog, known_context_length
-from inference.reply import ReplyAssembler, openai_logprobs
+from inference.reply import openai_logprobs
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
@@ -55,7 +56,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     failure: ApiError | None = None
     async with run:  # settles before the reply goes out: its time is the gateway's
         try:
-            body = await _collect(run)
+            body = await collect_reply(run)
         except DOMAIN_ERRORS as exc:
             failure = api_error(exc)
     reply = JsonResponse(body) if failure is None else failure.response()
@@ -81,34 +82,6 @@ def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
     if include_usage or "usage" not in chunk:
         return chunk
     return {k: v for k, v in chunk.items() if k != "usage"}
-
-
-async def _collect(run: Completion) -> dict[str, Any]:
-    """The whole reply from the stream's deltas: text, reasoning, tool calls, logprobs."""
-    reply = ReplyAssembler()
-    async for chunk in run.stream():
-        reply.add(chunk)
-    prompt, completion = run.used_tokens()
-    message, finish = reply.message(), reply.finish_reason
-    if run.chat.legacy_functions:
-        message, finish = legacy_message(message, finish)
-    # OpenAI's schema requires refusal (null: no worker here refuses) beside the content.
-    message, logprobs = {**message, "refusal": None}, reply.logprobs()
-    if logprobs is not None:
-        logprobs["refusal"] = None
-    choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}
-    return {
-        "id": run.request_id,
-        "object": "chat.completion",
-        "created": run.created,
-        "model": run.deployment.name,
-        "choices": [choice],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
-    }
 
 
 @csrf_exempt

@@ -9,6 +9,7 @@ urlpatterns = [
     path("costs.csv", views.cost_csv, name="costs_csv"),
     path("teams/", views.teams, name="teams"),
     path("fleet/", views.fleet, name="fleet"),
+    path("batches/", views.batches, name="batches"),
     path("tuning/", tuning_views.tuning, name="tuning"),
     path("tuning/revert/<int:pk>/", tuning_views.revert, name="revert"),
 ]

@@ -11,7 +11,8 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from gateway.dashboard import charts, costs, selectors
+from gateway.accounts.models import Team
+from gateway.dashboard import batch_selectors, charts, costs, selectors
 from gateway.dashboard.fleet_sampling import read_snapshot
 from gateway.dashboard.periods import PERIODS, Period, month_to_date, period
 from scaling.models import ScalingDecision
@@ -246,4 +247,34 @@ def fleet(request: HttpRequest) -> HttpResponse:
         )
     ]
     workers = sorted(read_snapshot(), key=lambda w: (w["deployment"], w["url"]))
-    return _page(request, "fleet.html", p, figures, workers=workers, decisions=decisions[:50])
+    return _page(
+        request,
+        "fleet.html",
+        p,
+        figures,
+        workers=workers,
+        decisions=decisions[:50],
+        batch_throughput=batch_selectors.batch_throughput(),
+    )
+
+
+@staff_member_required
+def batches(request: HttpRequest) -> HttpResponse:
+    """Batch jobs, newest first (at most MAX_BATCH_ROWS), of every team or of one."""
+    team_param = request.GET.get("team") or ""
+    team_id = int(team_param) if team_param.isdigit() else None
+    limit = batch_selectors.MAX_BATCH_ROWS
+    jobs = batch_selectors.batch_jobs(team_id=team_id, limit=limit)
+    return render(
+        request,
+        "dashboard/batches.html",
+        {
+            "jobs": jobs,
+            "limit": limit,
+            "truncated": len(jobs) >= limit,
+            "teams": Team.objects.order_by("name"),
+            "team_id": team_id,
+            "charts": [],
+            "example_models": costs.example_priced_models(),
+        },
+    )

@@ -13,10 +13,14 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
 from foundation import metrics
-from gateway.accounts.authentication import authenticate_key
+from gateway.accounts.authentication import (
+    AuthenticationFailed,
+    authenticate_key,
+    check_key_usable,
+)
 from gateway.accounts.models import Membership
 from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
-from gateway.accounts.records import KeyRecord, limits_for_team
+from gateway.accounts.records import KeyRecord, key_records, limits_for_team
 from gateway.accounts.rejections import count_rejection
 from gateway.serving.errors import (
     ContextLengthExceeded,
@@ -41,6 +45,7 @@ class Caller:
     key_id: str | None = None
     key_rpm: int | None = None
     allowed_models: tuple[str, ...] = ()
+    batch_id: str = ""  # a line of this batch: batch priority, batch prices, no minute limits
 
     @classmethod
     def from_key(cls, key: KeyRecord) -> "Caller":
@@ -64,6 +69,24 @@ class ApiKeyCredential:
         # The key record comes from the process cache (<= 1 s old), then Redis, then the
         # database: a revocation reaches every process within about a second.
         return Caller.from_key(await authenticate_key(self.api_key, INFERENCE_SCOPE))
+
+
+@dataclass(frozen=True)
+class BatchKeyCredential:
+    """The key that created a batch, for each of its lines: the key is re-checked (revoked,
+    expired, scope, allowed models) before every line, as a socket's is before every
+    message, without the plaintext, which the platform never keeps."""
+
+    lookup_id: str
+    team_id: int
+    batch_id: str
+
+    async def authorize(self) -> Caller:
+        key = await key_records.get(self.lookup_id)
+        if key is None or key.team_id != self.team_id:
+            raise AuthenticationFailed("The API key that created this batch no longer exists.")
+        check_key_usable(key, INFERENCE_SCOPE)
+        return Caller(key.team_id, key.lookup_id, None, key.allowed_models, self.batch_id)
 
 
 @dataclass(frozen=True)
@@ -201,12 +224,14 @@ async def reserve_tokens(
 ) -> Reservation:
     """reserve() for any endpoint: `prompt` input tokens plus `max_tokens` to generate (0
     for embeddings), and their cost at the deployment's prices."""
+    batch = bool(caller.batch_id)
     request = AdmissionRequest(
         caller.team_id,
         caller.key_id,
         prompt,
         max_tokens,
-        deployment.cost_micros(prompt, max_tokens),
+        deployment.cost_micros(prompt, max_tokens, batch),
+        caller.batch_id,
     )
     try:
         return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)

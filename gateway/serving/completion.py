@@ -31,7 +31,7 @@ from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
 from inference.reply import ReplyAssembler, carries_output
 from inference.snapshot import WorkerView
-from scaling.routing.dispatcher import Dispatcher, Lease
+from scaling.routing.dispatcher import Dispatcher, Lease, Priority
 from scaling.routing.fair_queue import Tenant
 from scaling.routing.prefix import route_context
 from scaling.routing.streaming import stream_completion
@@ -79,6 +79,7 @@ class Completion:
         self.reply = ReplyAssembler()  # assembled only when the reply will be cached
         self.created = int(time.time())
         self.usage: dict[str, int] | None = None
+        self.cost_micros = 0  # what it was billed, once settled
         self.chunks_with_text = 0
         self.worker_url = ""
         self.dispatched_to: WorkerView | None = None  # the worker that took the request
@@ -267,8 +268,17 @@ class Completion:
         limits = self.reservation.limits
         # Queued fairly among teams, by the weight and cap of the team's quota policy.
         tenant = Tenant(f"team:{team_id}", limits.queue_weight, limits.max_concurrent_requests)
+        # A batch line waits behind every interactive request (and the batch runner only
+        # sends lines while the fleet has spare capacity: gateway/batches/meter.py).
+        priority = Priority.BATCH if self.reservation.batch_id else Priority.INTERACTIVE
         stream = stream_completion(
-            dispatcher, name, body, route=route, on_dispatch=self._dispatched, tenant=tenant
+            dispatcher,
+            name,
+            body,
+            priority,
+            route=route,
+            on_dispatch=self._dispatched,
+            tenant=tenant,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:

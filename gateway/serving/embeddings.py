@@ -49,7 +49,7 @@ from inference.builtin_embedder import (
 from inference.deployments import EMBEDDING, DeploymentInfo, catalog
 from inference.embedding_client import UpstreamError, WorkerEmbeddings, embed_on_worker
 from inference.embedding_request import EmbeddingRequest, InvalidRequest, encode_vector
-from scaling.routing.dispatcher import NoHealthyWorker
+from scaling.routing.dispatcher import NoHealthyWorker, Priority
 from scaling.routing.fair_queue import Tenant
 
 logger = logging.getLogger(__name__)
@@ -198,12 +198,13 @@ async def _from_workers(run: EmbeddingRun, request: EmbeddingRequest) -> list[Ve
     team = f"team:{run.reservation.team_id}"
     tenant = Tenant(team, limits.queue_weight, limits.max_concurrent_requests)
     body = request.upstream_body()
+    priority = Priority.BATCH if run.reservation.batch_id else Priority.INTERACTIVE
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
         try:
             lease = await dispatcher.acquire(
-                run.deployment.name, exclude=frozenset(tried), tenant=tenant
+                run.deployment.name, priority, exclude=frozenset(tried), tenant=tenant
             )
         except NoHealthyWorker:
             if failure is not None:
@@ -248,7 +249,7 @@ async def _settle(run: EmbeddingRun) -> None:
     """Bill what the model embedded (nothing for a refusal or a failure) and queue the
     usage event; metrics and a log line for a request that did not end well."""
     model, used = run.deployment.name, run.used_tokens
-    cost = run.deployment.cost_micros(used, 0)
+    cost = run.deployment.cost_micros(used, 0, bool(run.reservation.batch_id))
     latency_s = time.monotonic() - run.started_at
     metrics.latency.labels(model).observe(latency_s)
     metrics.tokens.labels(model, "prompt").inc(used)
@@ -266,6 +267,7 @@ async def _settle(run: EmbeddingRun) -> None:
         cost_micros=cost,
         created_at=time.time(),
         cache_result=Outcome.BYPASS.value,
+        batch_id=run.reservation.batch_id,
     )
     await settlement.bill(run.reservation, used, cost, event)
     logger.log(

@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 
 async def settle(run: "Completion") -> None:
     prompt, completion = await run.billed_tokens()
-    cost = run.deployment.cost_micros(prompt, completion)
+    cost = run.cost_micros = run.deployment.cost_micros(
+        prompt, completion, bool(run.reservation.batch_id)
+    )
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)
     billing = bill(run.reservation, prompt + completion, cost, event)
@@ -112,6 +114,7 @@ def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> 
         cost_micros=cost,
         created_at=time.time(),
         cache_result=run.cache_result,
+        batch_id=run.reservation.batch_id,
     )
 
 
@@ -121,7 +124,11 @@ async def _count_cache_outcome(run: "Completion") -> None:
     saved = saved_cost = 0
     if run.served_without_generating:
         prompt, completion = run.used_tokens()
-        saved, saved_cost = prompt + completion, run.deployment.cost_micros(prompt, completion)
+        batch = bool(run.reservation.batch_id)
+        saved, saved_cost = (
+            prompt + completion,
+            run.deployment.cost_micros(prompt, completion, batch),
+        )
         metrics.cache_tokens_saved.labels(model).inc(saved)
         metrics.cache_cost_saved.labels(model).inc(saved_cost)
     team_id = run.reservation.team_id

@@ -42,6 +42,7 @@ class UsageEvent:
     cost_micros: int
     created_at: float
     cache_result: str = "miss"
+    batch_id: str = ""  # a line of this batch (priced at its deployment's batch discount)
 
 
 async def record_usage(event: UsageEvent) -> None:

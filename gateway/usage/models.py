@@ -21,6 +21,8 @@ class UsageRecord(models.Model):
     worker = models.CharField(max_length=300, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices)
     cost_micros = models.BigIntegerField(default=0)
+    # The batch a line of which this request was (docs/batches.md); its cost is discounted.
+    batch_id = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField()
 
     class Meta:

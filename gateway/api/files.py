@@ -1,0 +1,115 @@
+"""/v1/files: upload, list, retrieve, delete and read a team's batch files, as OpenAI's
+Files API does (the official client's files.* calls work unmodified). Only batch input
+files are uploaded; batches write their output and error files here."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from gateway.accounts.models import Team
+from gateway.api.batch_errors import refusal, refusing
+from gateway.api.common import authorized_key
+from gateway.batches import actions
+from gateway.batches.listing import list_body, page
+from gateway.batches.models import BatchFile
+from gateway.batches.storage import file_storage
+
+CHUNK_BYTES = 1024 * 1024
+MOST_PER_PAGE = 1000
+
+
+def file_object(file: BatchFile) -> dict[str, Any]:
+    return {
+        "id": file.id,
+        "object": "file",
+        "bytes": file.bytes,
+        "created_at": int(file.created_at.timestamp()),
+        "expires_at": int(file.expires_at.timestamp()) if file.expires_at else None,
+        "filename": file.filename,
+        "purpose": file.purpose,
+        "status": "processed",
+        "status_details": None,
+    }
+
+
+@csrf_exempt
+@refusing
+async def files(request: HttpRequest) -> HttpResponseBase:
+    key = await authorized_key(request)
+    if request.method == "POST":
+        # Not in the thread every request's database reads share: reading a large file
+        # takes seconds.
+        upload = sync_to_async(_upload, thread_sensitive=False)
+        return JsonResponse(file_object(await upload(request, key.team_id)))
+    if request.method != "GET":
+        return refusal(405, "Use GET or POST.", "method_not_allowed")
+    rows = BatchFile.objects.filter(team_id=key.team_id)
+    if purpose := request.GET.get("purpose"):
+        rows = rows.filter(purpose=purpose)
+    found, more = await sync_to_async(page)(
+        rows, request.GET.get("after"), request.GET.get("limit"), MOST_PER_PAGE
+    )
+    return JsonResponse(list_body([file_object(f) for f in found], more))
+
+
+def _upload(request: HttpRequest, team_id: int) -> BatchFile:
+    try:
+        return _create_file(request, team_id)
+    finally:
+        connections.close_all()  # this thread's, which nothing else would close
+
+
+def _create_file(request: HttpRequest, team_id: int) -> BatchFile:
+    upload = request.FILES.get("file")
+    if upload is None or upload.file is None:
+        raise actions.BatchRefused(
+            400, "Send the file as the multipart field 'file'.", "invalid_value", "file"
+        )
+    team = Team.objects.get(pk=team_id)
+    name, purpose = upload.name or "upload.jsonl", request.POST.get("purpose", "")
+    return actions.create_file(team, name, purpose, upload.file, upload.size or 0)
+
+
+@csrf_exempt
+@refusing
+async def file(request: HttpRequest, file_id: str) -> HttpResponseBase:
+    key = await authorized_key(request)
+    found = await _team_file(file_id, key.team_id)
+    if request.method == "DELETE":
+        await sync_to_async(actions.delete_file)(found)
+        return JsonResponse({"id": found.id, "object": "file", "deleted": True})
+    if request.method != "GET":
+        return refusal(405, "Use GET or DELETE.", "method_not_allowed")
+    return JsonResponse(file_object(found))
+
+
+@csrf_exempt
+@refusing
+async def file_content(request: HttpRequest, file_id: str) -> HttpResponseBase:
+    if request.method != "GET":
+        return refusal(405, "Use GET.", "method_not_allowed")
+    key = await authorized_key(request)
+    found = await _team_file(file_id, key.team_id)
+    response = StreamingHttpResponse(_content(found.id), content_type="application/jsonl")
+    response["Content-Length"] = str(found.bytes)
+    return response
+
+
+async def _content(file_id: str) -> AsyncIterator[bytes]:
+    with file_storage().open(file_id) as content:
+        while chunk := await asyncio.to_thread(content.read, CHUNK_BYTES):
+            yield chunk
+
+
+async def _team_file(file_id: str, team_id: int) -> BatchFile:
+    """The team's file; another team's is as unknown as one that never existed."""
+    found = await BatchFile.objects.filter(id=file_id, team_id=team_id).afirst()
+    if found is None:
+        raise actions.BatchRefused(404, f"No such File object: {file_id}", "not_found", "file_id")
+    return found

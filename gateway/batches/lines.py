@@ -1,0 +1,96 @@
+"""One batch line through the same pipeline as an interactive request (keys, quotas,
+caches, routing, the ledger): the batch adapter, as gateway/api/views.py is the HTTP one.
+
+A line's request id is derived from its batch and line number, so a line run twice (its
+runner died before the answer was kept) is one record in the usage ledger, which skips
+request ids it has already written.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from caching.exact import CacheDirectives
+from gateway.batches.input_file import CHAT, LineRequest
+from gateway.serving.admission import BatchKeyCredential
+from gateway.serving.chat_body import collect_reply
+from gateway.serving.embeddings import create_embeddings
+from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
+from gateway.serving.pipeline import open_completion
+from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.embedding_request import parse_embedding_request
+
+logger = logging.getLogger(__name__)
+RETRYABLE_STATUSES = {502, 503}  # no worker, queue timeout, a worker that failed
+ATTEMPTS = 3
+RETRY_PAUSE_S = 2.0
+
+
+@dataclass(frozen=True)
+class LineResult:
+    status_code: int  # 200, the error's HTTP status, or 0 for a line that was malformed
+    body: dict[str, Any] | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_micros: int = 0
+
+
+def line_request_id(batch_id: str, line_number: int) -> str:
+    return f"batch_req_{batch_id.removeprefix('batch_')}_{line_number}"
+
+
+async def run_line(
+    line: LineRequest, credential: BatchKeyCredential, request_id: str
+) -> LineResult:
+    """The line's answer; a worker-side failure (502/503) is retried twice, after a pause,
+    before it is the line's answer."""
+    for attempt in range(1, ATTEMPTS + 1):
+        result = await _run_once(line, credential, request_id)
+        if result.status_code not in RETRYABLE_STATUSES or attempt == ATTEMPTS:
+            return result
+        logger.info("batch line %s: %s, retrying", request_id, result.status_code)
+        await asyncio.sleep(RETRY_PAUSE_S * attempt)
+    raise AssertionError("unreachable")
+
+
+async def _run_once(
+    line: LineRequest, credential: BatchKeyCredential, request_id: str
+) -> LineResult:
+    try:
+        if line.url == CHAT:
+            return await _chat(line, credential, request_id)
+        return await _embeddings(line, credential, request_id)
+    except DOMAIN_ERRORS as exc:
+        return _refused(api_error(exc))
+
+
+async def _chat(line: LineRequest, credential: BatchKeyCredential, request_id: str) -> LineResult:
+    def read() -> Any:
+        chat = parse_chat_request(line.encoded_body())
+        if chat.stream:
+            raise InvalidRequest("A batch line cannot stream: leave stream unset.", "stream")
+        return chat
+
+    run = await open_completion(credential, read, CacheDirectives(), request_id)
+    async with run:
+        body = await collect_reply(run)
+    usage = body["usage"]
+    return LineResult(
+        200, body, usage["prompt_tokens"], usage["completion_tokens"], run.cost_micros
+    )
+
+
+async def _embeddings(
+    line: LineRequest, credential: BatchKeyCredential, request_id: str
+) -> LineResult:
+    result = await create_embeddings(
+        credential, lambda: parse_embedding_request(line.encoded_body()), request_id
+    )
+    run = result.run
+    cost = run.deployment.cost_micros(run.used_tokens, 0, batch=True)
+    return LineResult(200, result.body(), run.used_tokens, 0, cost)
+
+
+def _refused(error: ApiError) -> LineResult:
+    return LineResult(error.status, error.body())

@@ -1,0 +1,176 @@
+"""The runner's writes: hold a batch, record finished lines, and end it with its output and
+error files. Synchronous (the runner calls them through database_read's thread)."""
+
+import io
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from gateway.batches.actions import create_output_file
+from gateway.batches.lines import line_request_id
+from gateway.batches.models import Batch, BatchLine
+
+logger = logging.getLogger(__name__)
+Status = Batch.Status
+QUEUED = "queued"  # the holder of a batch whose run is queued and not yet started
+# What a line that never ran says in the error file, by how its batch ended.
+NOT_RUN = {
+    Status.EXPIRED: (
+        "batch_expired",
+        "This request could not be executed before the completion window expired.",
+    ),
+    Status.CANCELLED: ("batch_cancelled", "The batch was cancelled before this request ran."),
+}
+
+
+def claim(batch_id: str, runner: str) -> Batch | None:
+    """Hold the batch for `runner` if it is unfinished and nobody else holds it (no holder,
+    or one silent for BATCH_RUNNER_STALE_S); the batch, or None."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.BATCH_RUNNER_STALE_S)
+    taken = (
+        Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE)
+        .filter(
+            Q(heartbeat_at__isnull=True)
+            | Q(heartbeat_at__lt=stale)
+            | Q(runner__in=(runner, QUEUED))
+        )
+        .update(runner=runner, heartbeat_at=now)
+    )
+    if not taken:
+        return None
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(id=batch_id)
+        if batch.status == Status.VALIDATING:
+            batch.status, batch.in_progress_at = Status.IN_PROGRESS, now
+            batch.save(update_fields=["status", "in_progress_at"])
+    logger.info("runner %s holds batch %s (%s)", runner, batch_id, batch.status)
+    return batch
+
+
+def mark_queued(batch_ids: list[str]) -> None:
+    """A run was queued for these: the sweep leaves them alone until the hold goes stale
+    (it would otherwise queue another run every time it passed)."""
+    Batch.objects.filter(id__in=batch_ids).update(runner=QUEUED, heartbeat_at=timezone.now())
+
+
+def renew(batch_id: str, runner: str) -> str | None:
+    """Renew the hold; the batch's status now (cancelling, say), or None if it was lost."""
+    held = Batch.objects.filter(id=batch_id, runner=runner).update(heartbeat_at=timezone.now())
+    if not held:
+        return None
+    status: str = Batch.objects.values_list("status", flat=True).get(id=batch_id)
+    return status
+
+
+def finished_line_numbers(batch_id: str) -> set[int]:
+    return set(BatchLine.objects.filter(batch_id=batch_id).values_list("line_number", flat=True))
+
+
+def record_lines(batch_id: str, lines: list[BatchLine]) -> None:
+    """Keep finished lines (a line already kept stays as it was) and the batch's counts."""
+    with transaction.atomic():
+        BatchLine.objects.bulk_create(lines, ignore_conflicts=True)
+        _recount(batch_id)
+
+
+def _recount(batch_id: str) -> None:
+    totals = BatchLine.objects.filter(batch_id=batch_id).aggregate(
+        completed=Count("id", filter=Q(status_code=200)),
+        failed=Count("id", filter=~Q(status_code=200)),
+        prompt=Sum("prompt_tokens", default=0),
+        completion=Sum("completion_tokens", default=0),
+        cost=Sum("cost_micros", default=0),
+    )
+    Batch.objects.filter(id=batch_id).update(
+        completed=totals["completed"],
+        failed=totals["failed"],
+        prompt_tokens=totals["prompt"],
+        completion_tokens=totals["completion"],
+        cost_micros=totals["cost"],
+    )
+
+
+def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) -> Batch | None:
+    """Write the output and error files and end the batch as `status` (completed, expired
+    or cancelled). `unrun`: line number -> custom_id of lines that never ran, written to the
+    error file with why. None if the hold was lost meanwhile (another runner finishes it)."""
+    # A cancelled batch stays "cancelling" while its files are written (as OpenAI's do), so
+    # a runner that dies now leaves it to be cancelled, not run on, by the next.
+    held = Batch.objects.filter(id=batch_id, runner=runner)
+    if status != Status.CANCELLED:
+        held.update(status=Status.FINALIZING, finalizing_at=timezone.now())
+    if not held.exists():
+        return None
+    batch = Batch.objects.get(id=batch_id)
+    output, errors = io.BytesIO(), io.BytesIO()
+    for line in BatchLine.objects.filter(batch_id=batch_id).order_by("line_number").iterator():
+        (output if line.succeeded else errors).write(_jsonl(_output_line(line)))
+    code, message = NOT_RUN.get(status, ("batch_failed", "The batch failed before this ran."))
+    for number, custom_id in sorted(unrun.items()):
+        errors.write(_jsonl(_unrun_line(batch_id, number, custom_id, code, message)))
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().get(id=batch_id)
+        for kind, content in (("output", output), ("error", errors)):
+            size = content.tell()
+            if size:
+                content.seek(0)
+                name = f"{batch_id}_{kind}.jsonl"
+                file = create_output_file(batch.team_id, name, content, size)
+                setattr(batch, f"{kind}_file_id", file.id)
+        batch.status = status
+        setattr(batch, f"{status}_at", timezone.now())
+        batch.failed += len(unrun)
+        batch.runner, batch.heartbeat_at = "", None
+        batch.save()
+    logger.info(
+        "batch %s %s: %d completed, %d failed", batch_id, status, batch.completed, batch.failed
+    )
+    return batch
+
+
+def fail(batch_id: str, code: str, message: str) -> None:
+    """The batch cannot run at all (its input file is gone)."""
+    errors = {"object": "list", "data": [{"code": code, "message": message, "param": None}]}
+    Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE).update(
+        status=Status.FAILED, failed_at=timezone.now(), errors=errors, runner="", heartbeat_at=None
+    )
+    logger.warning("batch %s failed: %s", batch_id, message)
+
+
+def _jsonl(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
+def _output_line(line: BatchLine) -> dict[str, Any]:
+    """OpenAI's output line: an answer (any status) has `response`; a malformed line has
+    only `error`, with its line number."""
+    record_id = line.request_id
+    if line.status_code == 0:
+        error = {**(line.error or {}), "line": line.line_number}
+        return {
+            "id": record_id,
+            "custom_id": line.custom_id or None,
+            "response": None,
+            "error": error,
+        }
+    response = {"status_code": line.status_code, "request_id": line.request_id, "body": line.body}
+    return {"id": record_id, "custom_id": line.custom_id, "response": response, "error": None}
+
+
+def _unrun_line(
+    batch_id: str, number: int, custom_id: str, code: str, message: str
+) -> dict[str, Any]:
+    error = {"code": code, "message": message, "line": number}
+    return {
+        "id": line_request_id(batch_id, number),
+        "custom_id": custom_id or None,
+        "response": None,
+        "error": error,
+    }

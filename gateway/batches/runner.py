@@ -1,0 +1,211 @@
+"""Run a batch: every line of its input file through the pipeline, at batch priority,
+while the fleet has room, until all have an answer, the batch is cancelled, or its window
+ends; then its output and error files.
+
+Resumable by construction: a finished line is a row (gateway/batches/progress.py), kept in
+small groups as lines finish; a runner that dies loses at most the group it had not kept
+yet, and the next runner (the sweep starts one once the hold goes stale) skips every line
+that has a row. A line run twice has one usage record (its request id is derived from its
+batch and number), and one line in the output (one row per line number).
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import suppress
+from typing import IO
+
+from django.utils import timezone
+
+from foundation.db import database_read
+from gateway.batches import progress
+from gateway.batches.input_file import LineRequest, MalformedLine, raw_lines, read_line
+from gateway.batches.lines import LineResult, line_request_id, run_line
+from gateway.batches.models import Batch, BatchLine
+from gateway.batches.storage import file_storage
+from gateway.serving.admission import BatchKeyCredential
+from inference.deployments import catalog
+from scaling.routing.batch_meter import BatchMeter
+
+logger = logging.getLogger(__name__)
+Status = Batch.Status
+RENEW_EVERY_S = 1.0  # also how soon a cancel is seen
+KEEP_EVERY_S = 0.5  # finished lines are kept at least this often
+KEEP_AT_MOST = 200  # and in groups of at most this many
+WAIT_FOR_ROOM_S = 0.2  # how often a runner with no room re-asks the meter
+
+
+class BatchRunner:
+    def __init__(self, batch: Batch, runner: str) -> None:
+        self.batch = batch
+        self.runner = runner
+        self.credential = BatchKeyCredential(batch.api_key_id, batch.team_id, batch.id)
+        self.meter = BatchMeter()
+        # As last read: cancelling, or None (the hold was lost), stops new lines.
+        self.status: str | None = batch.status
+        self.finished: list[BatchLine] = []
+        self.unrun: dict[int, str] = {}  # line number -> custom_id of lines not started
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.status != Status.IN_PROGRESS or timezone.now() >= self.batch.expires_at
+
+    async def run(self) -> None:
+        done = await database_read(progress.finished_line_numbers)(self.batch.id)
+        keeper = asyncio.create_task(self._keep_and_renew())
+        try:
+            with file_storage().open(self.batch.input_file_id) as content:
+                await self._run_lines(_lines(content), done)
+            await asyncio.gather(*self.tasks)
+        finally:
+            keeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await keeper
+            await self._keep()
+        if self.status is None:
+            return  # the hold was lost: whoever holds it now finishes it
+        await database_read(progress.finish)(self.batch.id, self.runner, self.unrun, self._end())
+
+    def _end(self) -> Status:
+        if self.status == Status.CANCELLING:
+            return Status.CANCELLED
+        if self.unrun:
+            return Status.EXPIRED
+        return Status.COMPLETED
+
+    async def _run_lines(
+        self, lines: Iterator[tuple[int, LineRequest | MalformedLine]], done: set[int]
+    ) -> None:
+        seen: set[str] = set()
+        for number, line in lines:
+            custom_id = "" if isinstance(line, MalformedLine) else line.custom_id
+            duplicate = bool(custom_id) and custom_id in seen
+            seen.add(custom_id)
+            if number in done:
+                continue
+            if not isinstance(line, MalformedLine) and line.url != self.batch.endpoint:
+                line = MalformedLine(f"url must be the batch's endpoint, {self.batch.endpoint}")
+            if isinstance(line, MalformedLine) or duplicate:
+                why = (
+                    f"custom_id {custom_id!r} was used by an earlier line"
+                    if duplicate
+                    else str(line)
+                )
+                self._malformed(number, custom_id, why)
+                continue
+            if not await self._wait_for_room(line):
+                self.unrun[number] = line.custom_id
+                continue
+            # Counted as started now, before the task first runs: the meter's next answer
+            # must see it.
+            model = str(line.body["model"])
+            started = self.meter.started_line(model)
+            task = asyncio.create_task(self._run(line, model, started))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _wait_for_room(self, line: LineRequest) -> bool:
+        """Until the meter lets the line start (True) or the batch stops (False)."""
+        model = str(line.body["model"])
+        deployment = await catalog.get(model)
+        in_process = deployment is not None and deployment.in_process
+        while not self.stopping:
+            if deployment is None or await self.meter.may_start(model, in_process):
+                return True  # an unknown model: the pipeline's own refusal is the answer
+            await asyncio.sleep(WAIT_FOR_ROOM_S)
+        return False
+
+    async def _run(self, line: LineRequest, model: str, started: float) -> None:
+        request_id = line_request_id(self.batch.id, line.line_number)
+        try:
+            result = await run_line(line, self.credential, request_id)
+        except Exception:
+            logger.exception(
+                "batch %s line %d failed unexpectedly", self.batch.id, line.line_number
+            )
+            result = LineResult(
+                500,
+                {
+                    "error": {
+                        "message": "The line failed in the gateway.",
+                        "type": "api_error",
+                        "param": None,
+                        "code": "internal_error",
+                    }
+                },
+            )
+        finally:
+            self.meter.finished_line(model, started)
+        self.finished.append(
+            _row(self.batch.id, line.line_number, line.custom_id, request_id, result)
+        )
+
+    def _malformed(self, number: int, custom_id: str, why: str) -> None:
+        error = {"code": "invalid_request", "message": f"Line {number}: {why}."}
+        request_id = line_request_id(self.batch.id, number)
+        self.finished.append(
+            _row(self.batch.id, number, custom_id, request_id, LineResult(0, None), error)
+        )
+
+    async def _keep_and_renew(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(KEEP_EVERY_S)
+            await self._keep()
+            if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping:
+                self.status = await database_read(progress.renew)(self.batch.id, self.runner)
+                renewed = time.monotonic()
+
+    async def _keep(self) -> None:
+        while self.finished:
+            group, self.finished = self.finished[:KEEP_AT_MOST], self.finished[KEEP_AT_MOST:]
+            await database_read(progress.record_lines)(self.batch.id, group)
+
+
+def _lines(content: IO[bytes]) -> Iterator[tuple[int, LineRequest | MalformedLine]]:
+    for number, raw in raw_lines(content):
+        try:
+            yield number, read_line(number, raw)
+        except MalformedLine as exc:
+            yield number, exc
+
+
+def _row(
+    batch_id: str,
+    number: int,
+    custom_id: str,
+    request_id: str,
+    result: LineResult,
+    error: dict[str, str] | None = None,
+) -> BatchLine:
+    return BatchLine(
+        batch_id=batch_id,
+        line_number=number,
+        custom_id=custom_id,
+        request_id=request_id,
+        status_code=result.status_code,
+        body=result.body,
+        error=error,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cost_micros=result.cost_micros,
+        finished_at=timezone.now(),
+    )
+
+
+async def run_batch(batch_id: str, runner: str) -> None:
+    """Hold the batch and run it to its end; nothing if another runner holds it."""
+    batch = await database_read(progress.claim)(batch_id, runner)
+    if batch is None:
+        return
+    if batch.status == Status.FINALIZING:
+        batch.status = Status.IN_PROGRESS  # a runner died while finalizing: finish again
+    try:
+        with file_storage().open(batch.input_file_id):
+            pass
+    except (FileNotFoundError, ValueError):
+        await database_read(progress.fail)(batch_id, "missing_file", "The input file was deleted.")
+        return
+    await BatchRunner(batch, runner).run()
