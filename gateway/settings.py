@@ -335,4 +335,4 @@ BATCH_RUNNER_STALE_S = env_float("BATCH_RUNNER_STALE_S", 30.0)
 BATCH_MAX_CONCURRENCY = env_int("BATCH_MAX_CONCURRENCY", 256, minimum=1)
 # Share of each worker's max_in_flight the batch runner leaves free for interactive
 # bursts: lines start only while a worker is below (1 - this) of its target.
-BATCH_HEADROOM = env_float("BATCH_HEADROOM", 0.2)
+BATCH_HEADROOM = env_float("BATCH_HEADROOM", 0.1)

@@ -73,3 +73,21 @@ def test_no_routable_worker_means_no_line_starts(settings):
     meter = BatchMeter(StaticFleet([]))
     assert not asyncio.run(meter.may_start("m"))
     assert asyncio.run(meter.may_start("m", in_process=True))  # the built-in embedder
+
+
+def test_lines_the_scrape_saw_that_have_ended_since_free_their_slots(settings):
+    settings.BATCH_HEADROOM = 0.0
+    settings.BATCH_MAX_CONCURRENCY = 100
+    fleet = StaticFleet([])
+    meter = BatchMeter(fleet)
+    started = [meter.started_line("m") for _ in range(4)]
+    fleet._workers = [replace(worker("http://a", 4, running=4), scraped_at=started[-1] + 0.001)]
+    assert not asyncio.run(meter.may_start("m"))  # full, all of it ours
+    time.sleep(0.01)
+    for at in started[:2]:
+        meter.finished_line("m", at)  # two end before the next scrape
+    assert asyncio.run(meter.may_start("m"))
+    meter.started_line("m")
+    assert asyncio.run(meter.may_start("m"))
+    meter.started_line("m")
+    assert not asyncio.run(meter.may_start("m"))  # their two slots, and no more

@@ -25,6 +25,7 @@ from gateway.batches.lines import LineResult, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
 from gateway.batches.storage import file_storage
 from gateway.serving.admission import BatchKeyCredential
+from inference.client import close_http_session
 from inference.deployments import catalog
 from scaling.routing.batch_meter import BatchMeter
 
@@ -33,7 +34,9 @@ Status = Batch.Status
 RENEW_EVERY_S = 1.0  # also how soon a cancel is seen
 KEEP_EVERY_S = 0.5  # finished lines are kept at least this often
 KEEP_AT_MOST = 200  # and in groups of at most this many
-WAIT_FOR_ROOM_S = 0.2  # how often a runner with no room re-asks the meter
+# A runner with no room asks the meter again when one of its lines ends, or after this
+# (the fleet snapshot's own refresh: interactive load may have fallen).
+WAIT_FOR_ROOM_S = 0.2
 
 
 class BatchRunner:
@@ -47,6 +50,7 @@ class BatchRunner:
         self.finished: list[BatchLine] = []
         self.unrun: dict[int, str] = {}  # line number -> custom_id of lines not started
         self.tasks: set[asyncio.Task[None]] = set()
+        self.line_ended = asyncio.Event()
 
     @property
     def stopping(self) -> bool:
@@ -114,7 +118,9 @@ class BatchRunner:
         while not self.stopping:
             if deployment is None or await self.meter.may_start(model, in_process):
                 return True  # an unknown model: the pipeline's own refusal is the answer
-            await asyncio.sleep(WAIT_FOR_ROOM_S)
+            self.line_ended.clear()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.line_ended.wait(), WAIT_FOR_ROOM_S)
         return False
 
     async def _run(self, line: LineRequest, model: str, started: float) -> None:
@@ -138,6 +144,7 @@ class BatchRunner:
             )
         finally:
             self.meter.finished_line(model, started)
+            self.line_ended.set()
         self.finished.append(
             _row(self.batch.id, line.line_number, line.custom_id, request_id, result)
         )
@@ -208,4 +215,7 @@ async def run_batch(batch_id: str, runner: str) -> None:
     except (FileNotFoundError, ValueError):
         await database_read(progress.fail)(batch_id, "missing_file", "The input file was deleted.")
         return
-    await BatchRunner(batch, runner).run()
+    try:
+        await BatchRunner(batch, runner).run()
+    finally:
+        await close_http_session()  # its connections belong to this event loop

@@ -8,9 +8,13 @@ hold (max_in_flight less BATCH_HEADROOM of it, kept for interactive bursts) less
 reports running and waiting, from the fleet snapshot. When interactive traffic rises, the
 spare turns negative and the runner starts nothing until its lines drain.
 
-The snapshot is a scrape old: lines this runner started after the scrape are not yet in
-the workers' counts, so only lines started before it are added back to the spare (else
-each refresh would count the runner's newest lines as free capacity a second time).
+The snapshot is a scrape old, and the runner's own lines are in it as they were then: a
+line counted running at the scrape is the runner's, not interactive load, so it is added
+back to the spare, whether it is still in flight or has finished since (a line lasting
+less than a scrape interval would otherwise hold its slot until the next scrape, and the
+fleet would fill to the spare of one scrape per interval). Lines started after the scrape
+are not in its counts and are not added back (else each refresh would count the runner's
+newest lines as free capacity a second time).
 """
 
 import math
@@ -39,6 +43,8 @@ class BatchMeter:
     def __init__(self, fleet: FleetView = fleet_view) -> None:
         self.fleet = fleet
         self.started: dict[str, list[float]] = {}  # start times of lines in flight
+        # (started, finished) of lines that ended since the oldest scrape still relevant.
+        self.ended: dict[str, list[tuple[float, float]]] = {}
 
     def in_flight(self, deployment: str) -> int:
         return len(self.started.get(deployment, ()))
@@ -52,7 +58,10 @@ class BatchMeter:
         if not workers:
             return False
         scraped = min(w.scraped_at for w in workers)
+        ended = self.ended.get(deployment, [])
+        ended[:] = [(s, f) for s, f in ended if f > scraped]  # older ones: out of the counts
         counted = sum(1 for started in mine if started < scraped)
+        counted += sum(1 for started, _ in ended if started < scraped)
         allowed = counted + spare_slots(workers, settings.BATCH_HEADROOM)
         return len(mine) < min(allowed, ceiling)
 
@@ -63,3 +72,4 @@ class BatchMeter:
 
     def finished_line(self, deployment: str, started_at: float) -> None:
         self.started[deployment].remove(started_at)
+        self.ended.setdefault(deployment, []).append((started_at, time.time()))
