@@ -14,6 +14,7 @@ import urllib.request
 import openai
 import pytest
 import redis
+from openai.types import Batch
 
 from foundation.embedded_redis import free_port, port_is_free
 from inference.worker_command import EMBEDDED_MODEL
@@ -158,12 +159,13 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
     batch = client.batches.create(
         input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
     )
-    done = wait_until(
-        lambda: (b := client.batches.retrieve(batch.id)).status == "completed" and b,
-        120,
-        "the batch to complete on the real model",
-        poll_s=1,
-    )
+
+    def completed() -> Batch | None:
+        found = client.batches.retrieve(batch.id)
+        return found if found.status == "completed" else None
+
+    done = wait_until(completed, 120, "the batch to complete on the real model", poll_s=1)
+    assert done is not None and done.output_file_id is not None
     answers = client.files.content(done.output_file_id).text.splitlines()
     assert sorted(json.loads(a)["custom_id"] for a in answers) == ["b0", "b1"]
 
