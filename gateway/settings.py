@@ -120,6 +120,13 @@ CACHE_SEMANTIC_THRESHOLD = env_float("CACHE_SEMANTIC_THRESHOLD", 0.92)
 CACHE_MEMORY_BUDGET_BYTES = env_int("CACHE_MEMORY_BUDGET_BYTES", 64 * 1024 * 1024, minimum=1024)
 # Identical deterministic requests arriving while one generates share its stream.
 CACHE_COALESCE_ENABLED = env_bool("CACHE_COALESCE_ENABLED", True)
+# Model folders (tokenizer.json and the chat template) by served model name: prompts for
+# those models are counted in their own tokens at admission (inference/prompt_tokens.py).
+TOKENIZER_DIR = Path(
+    env_str("TOKENIZER_DIR")
+    or env_str("SLUICE_MODELS_DIR")  # where the launcher finds the embedded model
+    or str(BASE_DIR / "var" / "models")
+)
 # all-MiniLM-L6-v2 exported to ONNX by `make worker` (inference/prepare_embedder.py).
 EMBEDDING_MODEL_DIR = Path(
     env_str("EMBEDDING_MODEL_DIR", str(BASE_DIR / "var" / "models" / "all-minilm-l6-v2-onnx"))

@@ -140,10 +140,18 @@ async def stream_from_worker(
             response.close()  # mid-stream: drops the connection, so vLLM aborts the request
 
 
-async def count_prompt_tokens(url: str, upstream_model: str, messages: list[Any]) -> int:
+async def count_prompt_tokens(
+    url: str, upstream_model: str, messages: list[Any], tools: list[Any] | None = None
+) -> int:
     """The prompt's length in the worker's own tokens, chat template included (vLLM's
     /tokenize): what a request that left before its usage chunk is billed for its prompt."""
-    payload = {"model": upstream_model, "messages": messages, "add_generation_prompt": True}
+    payload: dict[str, Any] = {
+        "model": upstream_model,
+        "messages": messages,
+        "add_generation_prompt": True,
+    }
+    if tools:
+        payload["tools"] = tools
     timeout = aiohttp.ClientTimeout(total=settings.UPSTREAM_CONNECT_TIMEOUT_S + 2)
     try:
         async with http_session().post(f"{url}/tokenize", json=payload, timeout=timeout) as reply:

@@ -45,6 +45,7 @@ class DeploymentInfo:
     in_process: bool = False  # the built-in embedder answers it, in this process
     context_length: int | None = None  # the operator's override; None: what workers report
     batch_discount_percent: int = 50  # what a batch line saves on the prices
+    served_model_name: str = ""  # the name its workers serve (and its tokenizer's folder)
 
     @property
     def is_chat(self) -> bool:
@@ -100,6 +101,7 @@ def _load() -> dict[str, DeploymentInfo]:
             and not d.has_workers,
             d.context_length,
             d.batch_discount_percent,
+            d.upstream_model,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

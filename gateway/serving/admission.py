@@ -5,6 +5,7 @@ Everything here raises domain exceptions; gateway/serving/errors.py says what a 
 told.
 """
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -30,11 +31,13 @@ from gateway.serving.errors import (
 )
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog, context_length
+from inference.prompt_tokens import prompt_counters
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
 
 logger = logging.getLogger(__name__)
 INFERENCE_SCOPE = "inference"
 CLAMPED_HEADER = "x-sluice-max-tokens-clamped"
+COUNT_IN_THREAD_ABOVE = 2_000  # estimated prompt tokens
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,28 @@ def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> Non
         )
 
 
+@dataclass(frozen=True)
+class PromptSize:
+    tokens: int
+    exact: bool  # the model's own count; else the upper-leaning estimate
+
+
+async def count_prompt(chat: ChatRequest, deployment: DeploymentInfo) -> PromptSize:
+    """The prompt in the deployment's own tokens where its tokenizer is on this host, else
+    the upper-leaning estimate (inference/prompt_tokens.py): counted once per request, for
+    the context window and the reservation."""
+    counter = await prompt_counters.for_model(deployment.served_model_name)
+    if chat.estimated_prompt_tokens() > COUNT_IN_THREAD_ABOVE:
+        # About 1 us a token: a long prompt is counted off the event loop (the tokenizer
+        # releases the GIL), so other requests are not held up behind it.
+        tokens = await asyncio.to_thread(counter.count, chat)
+    else:
+        tokens = counter.count(chat)
+    return PromptSize(tokens, counter.exact_for(chat))
+
+
 async def fit_max_tokens(
-    caller: Caller, chat: ChatRequest, target: Target
+    caller: Caller, chat: ChatRequest, target: Target, size: PromptSize
 ) -> tuple[ChatRequest, Target]:
     """Make max_tokens fit, before any quota is spent or any queue joined: the deployment's
     context window (the prompt estimate plus max_tokens) and the team's max_tokens_cap.
@@ -194,12 +217,13 @@ async def fit_max_tokens(
     it as before. Under "clamp" max_tokens is lowered to what fits both, and the target
     remembers the client's figure for the x-sluice-max-tokens-clamped header. A prompt
     that alone fills the window (no room for one token) is refused whatever the policy.
-    The prompt figure is estimated_prompt_tokens(), which leans high (bytes / 3), so a
-    clamp leaves some room unused rather than letting the worker refuse."""
+    `size` is count_prompt()'s: exact for a model whose tokenizer is on this host, else
+    an estimate that leans high (bytes / 3), so a clamp leaves some room unused rather
+    than letting the worker refuse."""
     window = await context_length(target.deployment)
-    prompt = chat.estimated_prompt_tokens()
+    prompt, name, estimated = size.tokens, target.deployment.name, not size.exact
     if window is not None and prompt >= window:
-        raise ContextLengthExceeded(target.deployment.name, window, prompt, chat.max_tokens)
+        raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
     fits = chat.max_tokens if window is None else min(chat.max_tokens, window - prompt)
     limits = await limits_for_team(caller.team_id)
     if limits.max_tokens_cap is not None:
@@ -208,15 +232,17 @@ async def fit_max_tokens(
         return chat, target
     if not limits.clamp_max_tokens:
         if window is not None and prompt + chat.max_tokens > window:
-            raise ContextLengthExceeded(target.deployment.name, window, prompt, chat.max_tokens)
+            raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
         return chat, target  # over the cap only: admit() refuses it (max_tokens_over_cap)
     clamped = replace(target, max_tokens_clamped_from=chat.max_tokens)
     return replace(chat, max_tokens=fits), clamped
 
 
-async def reserve(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> Reservation:
+async def reserve(
+    caller: Caller, chat: ChatRequest, deployment: DeploymentInfo, size: PromptSize
+) -> Reservation:
     """Reserve the request's RPM, tokens and money atomically (one Lua script)."""
-    return await reserve_tokens(caller, deployment, chat.estimated_prompt_tokens(), chat.max_tokens)
+    return await reserve_tokens(caller, deployment, size.tokens, chat.max_tokens)
 
 
 async def reserve_tokens(

@@ -222,9 +222,9 @@ class Completion:
         return await self._counted_prompt(self.dispatched_to), self.chunks_with_text
 
     async def _counted_prompt(self, worker: WorkerView) -> int:
-        messages = self.chat.messages
+        messages, tools = self.chat.messages, self.chat.options.get("tools")
         try:
-            return await count_prompt_tokens(worker.url, worker.upstream_model, messages)
+            return await count_prompt_tokens(worker.url, worker.upstream_model, messages, tools)
         except UpstreamError as exc:
             # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
             metrics.prompt_tokens_estimated.labels(self.deployment.name).inc()

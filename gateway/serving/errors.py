@@ -94,12 +94,15 @@ class NoUsableTier(Exception):
 
 
 class ContextLengthExceeded(Exception):
-    """The prompt (estimated) plus max_tokens does not fit the model's context window."""
+    """The prompt plus max_tokens does not fit the model's context window."""
 
-    def __init__(self, model: str, window: int, prompt: int, max_tokens: int) -> None:
+    def __init__(
+        self, model: str, window: int, prompt: int, max_tokens: int, estimated: bool = True
+    ) -> None:
+        how = ", estimated" if estimated else ""
         super().__init__(
             f"The model '{model}' has a context length of {window} tokens. However, you "
-            f"requested {prompt + max_tokens} tokens ({prompt} in the messages, estimated, "
+            f"requested {prompt + max_tokens} tokens ({prompt} in the messages{how}, "
             f"{max_tokens} in the completion). Please reduce the length of the messages or "
             "max_tokens."
         )

@@ -30,6 +30,7 @@ from gateway.serving.admission import (
     Credential,
     check_content_accepted,
     choose_target,
+    count_prompt,
     fit_max_tokens,
     reserve,
 )
@@ -82,8 +83,9 @@ async def open_completion(
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
-        chat, target = await fit_max_tokens(caller, chat, target)  # 2 admit: context window
-        reservation = await reserve(caller, chat, target.deployment)  # 2 admit: quotas
+        prompt = await count_prompt(chat, target.deployment)  # 2 admit: in the model's tokens
+        chat, target = await fit_max_tokens(caller, chat, target, prompt)  # 2: context window
+        reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
         plan = await responses.plan(directives, caller.team_id, target.deployment, chat)
