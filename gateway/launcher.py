@@ -2,8 +2,9 @@
 
 Unless REDIS_URL is set, starts the bundled Redis 8 twice: the primary, which never evicts,
 and a memory-capped one for the response caches (unless CACHE_REDIS_URL is set). Then it
-migrates, rotates the demo login and API key, and runs the ASGI server, a Celery worker and
-Celery beat. Values a second terminal needs (Redis URLs, secret key) are recorded under var/.
+migrates, rotates the demo login and API key, and runs the ASGI server, the fleet scraper,
+the autoscaler loop, a Celery worker and Celery beat. Values a second terminal needs (Redis
+URLs, secret key) are recorded under var/.
 """
 
 import json
@@ -232,7 +233,7 @@ def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, 
         start_model_worker(supervisor, env)
     manage(env, "migrate", "--no-input", "-v", "0")
     demo = json.loads(manage(env, "setup_demo", "--json").strip().splitlines()[-1])
-    start_platform(supervisor, env, port, var)
+    start_platform(supervisor, env, port, var, embedded_worker)
     if wait_for_ready(supervisor, f"http://127.0.0.1:{port}/readyz", embedded_worker):
         print(banner(port, demo), flush=True)
     elif not supervisor.stopping and supervisor.first_exited() is None:
@@ -245,11 +246,18 @@ def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, 
     return supervisor.wait()
 
 
-def start_platform(supervisor: Supervisor, env: dict[str, str], port: int, var: Path) -> None:
+def start_platform(
+    supervisor: Supervisor, env: dict[str, str], port: int, var: Path, embedded_worker: bool = True
+) -> None:
     supervisor.start("web", server_command(port), env)
-    supervisor.start(
-        "scraper", [sys.executable, str(BASE_DIR / "manage.py"), "scrape_workers"], env
-    )
+    manage_py = [sys.executable, str(BASE_DIR / "manage.py")]
+    supervisor.start("scraper", [*manage_py, "scrape_workers"], env)
+    # Every deployment with an enabled policy (setup_demo gives the embedded one min 1, max
+    # 1: it holds, with reasons, on the fleet page). One leader by the Redis lease, so a
+    # second `manage.py autoscale` elsewhere stands by. A replica is its deployment's
+    # worker kind; without the embedded worker this host starts no vLLM replica either.
+    autoscale_env = env if embedded_worker else {**env, "AUTOSCALE_LOCAL_VLLM": "0"}
+    supervisor.start("autoscaler", [*manage_py, "autoscale"], autoscale_env)
     celery = [sys.executable, "-m", "celery", "-A", "gateway"]
     worker = [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1"]
     supervisor.start("worker", [*worker, "--queues", "celery", "--hostname", "main@%h"], env)

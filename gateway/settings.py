@@ -172,11 +172,11 @@ USAGE_RECLAIM_IDLE_S = env_float("USAGE_RECLAIM_IDLE_S", 30.0)
 
 # The autoscaler (scaling/, docs/autoscaling.md) acts only on deployments with an enabled
 # AutoscalePolicy; run it with `manage.py autoscale` (or the scaling.tasks.autoscale_tick
-# Celery task). The actuator starts and stops replicas: local processes (simulators or
-# vLLM) on this host, or a Kubernetes Deployment's scale.
+# Celery task); `make run` runs it. The actuator starts and stops replicas: local processes
+# on this host (each deployment's own kind: vLLM, or simulators for one marked simulated),
+# or a Kubernetes Deployment's scale.
 AUTOSCALE_TICK_S = env_float("AUTOSCALE_TICK_S", 15.0)
 AUTOSCALE_ACTUATOR = env_str("AUTOSCALE_ACTUATOR", "local")
-AUTOSCALE_LOCAL_WORKER = env_str("AUTOSCALE_LOCAL_WORKER", "sim")
 AUTOSCALE_SIM_PROFILE = env_str("AUTOSCALE_SIM_PROFILE", "h100-llama3-8b")
 AUTOSCALE_K8S_NAMESPACE = env_str("AUTOSCALE_K8S_NAMESPACE", "sluice")
 AUTOSCALE_K8S_NAME = env_str("AUTOSCALE_K8S_NAME", "vllm-{name}")

@@ -29,6 +29,13 @@ class ModelDeployment(models.Model):
         LEAST_LOADED = "least_loaded", "Least loaded"
         PREFIX_AWARE = "prefix_aware", "Prefix-aware (prefix and session affinity, bounded load)"
 
+    class WorkerKind(models.TextChoices):
+        """What its workers are: the autoscaler only ever adds a replica of this kind, so a
+        deployment of a real model never gets simulator (fake-text) workers beside it."""
+
+        VLLM = "vllm", "vLLM (the real model)"
+        SIMULATED = "simulated", "Simulated (python -m inference.sim: fake text, for tests)"
+
     name = models.CharField(max_length=200, unique=True, help_text="the public model name")
     served_model_name = models.CharField(
         max_length=200, blank=True, help_text="the name workers serve it under; blank = name"
@@ -79,6 +86,13 @@ class ModelDeployment(models.Model):
         choices=RoutingPolicy.choices,
         default=RoutingPolicy.PREFIX_AWARE,
         help_text="how requests pick a worker; gateways follow a change within seconds",
+    )
+    worker_kind = models.CharField(
+        max_length=10,
+        choices=WorkerKind.choices,
+        default=WorkerKind.VLLM,
+        help_text="what its workers are; the autoscaler starts only this kind of replica "
+        "(simulated: the vLLM-compatible simulator, for tests, replays and demos)",
     )
     # Off by default: an image part makes the worker fetch its URL (or decode its data), so
     # only a deployment that serves a vision model, marked so by an operator, gets them.

@@ -2,7 +2,11 @@
 
 A worker leaves rotation after UNHEALTHY_AFTER consecutive failed checks and comes back
 after HEALTHY_AFTER consecutive good ones, so one slow scrape does not flap it. A worker
-that starts answering while `starting` is promoted to `ready`.
+out of rotation while it loads (`starting`, `warm`) has nothing to flap: its health is its
+latest check. A `starting` worker is promoted to `ready` only on a check that finds it
+healthy, in the same scrape, so the snapshot never shows a worker in rotation that is not
+healthy. (Before, a replica that failed its first check while loading was `ready` and
+unhealthy for one scrape, and the autoscaler counted it neither as loading nor as capacity.)
 """
 
 import asyncio
@@ -136,7 +140,8 @@ class Scraper:
         first = not track.observed
         track.observed = True
         track.streak = 0 if ok == track.healthy else track.streak + 1
-        if first or track.streak >= (HEALTHY_AFTER if ok else UNHEALTHY_AFTER):
+        loading = worker.state in (Worker.State.STARTING, Worker.State.WARM)
+        if first or loading or track.streak >= (HEALTHY_AFTER if ok else UNHEALTHY_AFTER):
             if first or track.healthy != ok:
                 level = logging.INFO if ok else logging.WARNING
                 detail = f" ({error})" if error else ""
@@ -148,7 +153,7 @@ class Scraper:
                     detail,
                 )
             track.healthy, track.streak = ok, 0
-        if ok and worker.state == Worker.State.STARTING:
+        if ok and track.healthy and worker.state == Worker.State.STARTING:
             promote = sync_to_async(fleet.set_worker_state)
             await promote(worker, Worker.State.READY, "answers health checks")
 

@@ -179,12 +179,13 @@ def test_local_actuator_starts_registers_and_stops_a_simulator(settings, tmp_pat
     from scaling.autoscale.actuators.local import LocalProcessActuator
 
     settings.VAR_DIR = tmp_path
-    deployment = fleet.ensure_deployment("sim-chat")
-    actuator = LocalProcessActuator(worker="sim", sim_profile="h100-llama3-8b")
+    deployment = fleet.ensure_deployment("sim-chat", worker_kind="simulated")
+    actuator = LocalProcessActuator(sim_profile="h100-llama3-8b")
     replica = actuator.start_replica(deployment, warm=True)
     try:
         worker = Worker.objects.get(url=replica.url)
         assert worker.state == "warm" and worker.labels["actuator"] == "local"
+        assert worker.labels["worker"] == "simulated"
         wait_until_answers(f"{replica.url}/health", 15, "the simulator")
         assert [r.alive for r in actuator.list_replicas(deployment)] == [True]
     finally:
@@ -293,7 +294,7 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
 @pytest.mark.live
 def test_autoscale_command_runs_one_tick():
     out = io.StringIO()
-    call_command("autoscale", "--once", "--actuator", "local", "--worker", "sim", stdout=out)
+    call_command("autoscale", "--once", "--actuator", "local", stdout=out)
     assert "autoscaler: local actuator" in out.getvalue()
 
 
@@ -318,9 +319,11 @@ def test_end_to_end_local_replicas_start_get_scraped_and_the_warm_one_stays_out(
     from scaling.autoscale.actuators.local import LocalProcessActuator
 
     settings.VAR_DIR = tmp_path
-    deployment = fleet.ensure_deployment("sim-chat", max_in_flight_per_worker=8)
+    deployment = fleet.ensure_deployment(
+        "sim-chat", max_in_flight_per_worker=8, worker_kind="simulated"
+    )
     AutoscalePolicy.objects.create(deployment=deployment, min_replicas=1, warm_pool=1)
-    actuator = LocalProcessActuator(worker="sim")
+    actuator = LocalProcessActuator()
     loop = AutoscaleLoop(actuator, sync_redis())
 
     async def scrape() -> None:

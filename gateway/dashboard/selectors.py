@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F, Max, QuerySet, Sum
 
-from foundation.redis_clients import REDIS_FAILURES
+from foundation.redis_clients import REDIS_FAILURES, sync_redis
 from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, QuotaFields, QuotaPolicy, Team
 from gateway.accounts.quota_usage import LimitUsage, read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
@@ -18,6 +18,7 @@ from gateway.dashboard import histogram
 from gateway.dashboard.models import FleetHour, FleetSample, KeyHourRollup, Rollup
 from gateway.dashboard.periods import Period
 from gateway.dashboard.rollup import METRICS
+from scaling.routing.queue_depth import read_depths
 
 STATES = ["starting", "warm", "ready", "draining", "dead"]
 HIT_KINDS = {"exact": "hits_exact", "semantic": "hits_semantic", "coalesced": "coalesced"}
@@ -74,6 +75,15 @@ def fleet_series(p: Period) -> list[dict[str, Any]]:
         {"bucket": row["bucket"], **{k: (row[k] or 0) / (row.get("minutes") or 1) for k in names}}
         for row in rows
     ]
+
+
+def gateway_queue_now() -> dict[str, int] | None:
+    """Requests waiting in the gateways' dispatch queues now, per deployment (every gateway
+    process publishes its own; scaling/routing/queue_depth.py). None: Redis did not answer."""
+    try:
+        return read_depths(sync_redis())
+    except (*REDIS_FAILURES, ImproperlyConfigured):
+        return None
 
 
 def totals(p: Period) -> dict[str, Any]:

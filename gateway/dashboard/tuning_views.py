@@ -1,5 +1,6 @@
 """The Tuning page: cache policy (global or one team) and autoscale policy (one
-deployment) forms, the audit log, and one-click revert."""
+deployment) forms, the audit log, and one-click revert. Beside the autoscale form: whether
+the autoscaler loop runs (its heartbeat in Redis) and what the policy does to the fleet."""
 
 from collections.abc import Callable
 from typing import Any, cast
@@ -7,19 +8,20 @@ from typing import Any, cast
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from caching import lookup_log
-from foundation.redis_clients import REDIS_FAILURES
+from foundation.redis_clients import REDIS_FAILURES, sync_redis
 from gateway.accounts.models import Team
 from gateway.dashboard import actions, threshold_effect
 from gateway.dashboard.forms import AutoscalePolicyForm, CachePolicyForm, changed_values
 from gateway.dashboard.models import TuningChange
-from inference.models import ModelDeployment
+from inference.models import ModelDeployment, Worker
+from scaling.autoscale.status import LoopStatus, loop_status
 from scaling.models import AutoscalePolicy
 
 AUDIT_ROWS = 50
@@ -105,8 +107,63 @@ def tuning(request: HttpRequest) -> HttpResponse:
                 :AUDIT_ROWS
             ],
             "charts": [],
+            "autoscaler": _autoscaler(deployment, instance) if instance and deployment else None,
         },
     )
+
+
+def _autoscaler(deployment: ModelDeployment, policy: AutoscalePolicy) -> dict[str, Any]:
+    """Whether the loop runs, and what the saved policy does to this deployment's fleet."""
+    try:
+        loop, error = loop_status(sync_redis()), ""
+    except (*REDIS_FAILURES, ImproperlyConfigured) as exc:
+        loop, error = None, f"Redis did not answer ({exc})"
+    return {"loop": loop, "error": error, "effect": _effect(deployment, policy, loop)}
+
+
+def _effect(
+    deployment: ModelDeployment, policy: AutoscalePolicy, loop: LoopStatus | None
+) -> list[str]:
+    name = deployment.name
+    if policy.pk is None:
+        return [f"{name} has no autoscale policy yet: saving the form creates one."]
+    if not policy.enabled:
+        return [f"Disabled: the loop leaves {name} alone; its workers stay as they are."]
+    serving = list(
+        Worker.objects.filter(
+            deployment=deployment, state__in=[Worker.State.READY, Worker.State.STARTING]
+        ).values_list("registered_by", flat=True)
+    )
+    others = sum(1 for by in serving if not by.startswith("autoscaler"))
+    lines = [
+        f"Enabled: the loop keeps {policy.min_replicas} to {policy.max_replicas} serving "
+        f"replicas of {name}, plus {policy.warm_pool} warm. Serving now: {len(serving)}"
+        + (
+            f", of which {others} not started by the autoscaler (never drained or stopped)."
+            if others
+            else "."
+        )
+    ]
+    if len(serving) < policy.min_replicas:
+        lines.append(f"At its next tick it starts {policy.min_replicas - len(serving)} replica(s).")
+    elif len(serving) > policy.max_replicas:
+        lines.append(
+            f"At its next tick it drains up to {len(serving) - policy.max_replicas} replica(s) "
+            "it started, and stops each once its streams finish."
+        )
+    if deployment.worker_kind == ModelDeployment.WorkerKind.SIMULATED:
+        lines.append(
+            "Replicas it starts are simulator processes (fake text): this deployment is "
+            "marked simulated."
+        )
+    else:
+        where = (
+            " on this host (only for the embedded model)"
+            if loop is None or loop.actuator == "local"
+            else f" ({loop.actuator} actuator)"
+        )
+        lines.append(f"Replicas it starts are vLLM servers{where}, never simulators.")
+    return lines
 
 
 def _threshold_effect(team: Team | None, form: CachePolicyForm) -> dict[str, Any]:

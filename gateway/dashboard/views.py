@@ -92,7 +92,15 @@ def overview(request: HttpRequest) -> HttpResponse:
             stacked=True,
         ),
     ]
-    return _page(request, "overview.html", p, figures, totals=selectors.totals(p))
+    queued = selectors.gateway_queue_now()
+    return _page(
+        request,
+        "overview.html",
+        p,
+        figures,
+        totals=selectors.totals(p),
+        gateway_queue=None if queued is None else sum(queued.values()),
+    )
 
 
 @staff_member_required
@@ -253,9 +261,31 @@ def fleet(request: HttpRequest) -> HttpResponse:
         p,
         figures,
         workers=workers,
+        queues=_queues(workers, selectors.gateway_queue_now()),
         decisions=decisions[:50],
         batch_throughput=batch_selectors.batch_throughput(),
     )
+
+
+def _queues(
+    workers: list[dict[str, Any]], in_gateway: dict[str, int] | None
+) -> list[dict[str, Any]]:
+    """Per deployment now: requests waiting in the gateways' dispatch queues (None: Redis did
+    not answer) and on the workers themselves (vLLM's waiting count, from the snapshot)."""
+    on_workers: dict[str, float] = {}
+    for w in workers:
+        on_workers[w["deployment"]] = on_workers.get(w["deployment"], 0.0) + float(
+            w.get("waiting") or 0
+        )
+    names = sorted({*on_workers, *(in_gateway or {})})
+    return [
+        {
+            "deployment": name,
+            "gateway": None if in_gateway is None else in_gateway.get(name, 0),
+            "workers": on_workers.get(name, 0.0),
+        }
+        for name in names
+    ]
 
 
 @staff_member_required

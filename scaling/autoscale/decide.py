@@ -227,6 +227,8 @@ def _gated_down(
     base: dict[str, object],
 ) -> Decision:
     n, (rule, why) = fleet.serving, trigger
+    if n <= policy.min_replicas:
+        return _hold(n, "at_min", f"{why}; but already at min_replicas {n}", base)
     recent = max(_latest_action(last), default=None)
     wait = _remaining(recent, policy.scale_down_cooldown_s, now)
     if wait > 0:
@@ -274,7 +276,11 @@ def _down(
     n = fleet.serving
     drain = pick_drains(fleet, n - target)
     reached = n - len(drain)
-    loading = "" if reached == target else f" ({reached - target} still loading, kept)"
+    loading = (
+        ""
+        if reached == target
+        else f" ({reached - target} loading or not started by the autoscaler, kept)"
+    )
     return Decision(
         action="down" if drain else "hold",
         rule=rule if drain else "all_loading",
@@ -311,7 +317,7 @@ def _over_signals(policy: PolicySpec, s: Sample) -> str:
     if s.utilisation > policy.scale_up_utilisation:
         parts.append(f"utilisation {s.utilisation:.2f} > {policy.scale_up_utilisation:.2f}")
     if s.queue > policy.scale_up_queue:
-        parts.append(f"queue {s.queue:.0f} > {policy.scale_up_queue}")
+        parts.append(f"queue {s.queue:.0f}{_in_gateway(s)} > {policy.scale_up_queue}")
     if s.ttft_p99_s is not None and s.ttft_p99_s > policy.ttft_p99_target_s:
         parts.append(f"P99 TTFT {s.ttft_p99_s:.2f} s > {policy.ttft_p99_target_s:.2f} s")
     return " and ".join(parts) or "over threshold"
@@ -321,8 +327,12 @@ def _band_reason(policy: PolicySpec, s: Sample, n: int) -> str:
     return (
         f"within band: utilisation {s.utilisation:.2f} on {n} serving (down < "
         f"{policy.scale_down_utilisation:.2f}, up > {policy.scale_up_utilisation:.2f}), "
-        f"queue {s.queue:.0f}"
+        f"queue {s.queue:.0f}{_in_gateway(s)} (up > {policy.scale_up_queue})"
     )
+
+
+def _in_gateway(s: Sample) -> str:
+    return f" ({s.gateway_queue:.0f} in the gateway)" if s.gateway_queue else ""
 
 
 def _inputs(
@@ -337,6 +347,7 @@ def _inputs(
         inputs["sample"] = {
             "utilisation": round(latest.utilisation, 4),
             "queue": latest.queue,
+            "gateway_queue": latest.gateway_queue,
             "demand": round(latest.demand, 2),
             "ttft_p99_s": latest.ttft_p99_s,
         }

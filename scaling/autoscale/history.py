@@ -29,13 +29,19 @@ def buckets_key(deployment: str) -> str:
     return f"sluice:autoscale:{deployment}:buckets"
 
 
-def sample_from_views(views: Iterable[WorkerView], now: float) -> Sample:
-    """One deployment's workers -> a Sample.
+def sample_from_views(
+    views: Iterable[WorkerView], now: float, gateway_queue: float = 0.0
+) -> Sample:
+    """One deployment's workers, and what waits for them in the gateways -> a Sample.
 
     Utilisation is the mean over ready workers of batch occupancy (running over the
     deployment's max_in_flight_per_worker) or KV-cache usage, whichever is higher: vLLM's
-    /metrics has no GPU busy figure, and these two are what saturates first. Demand counts
-    every request a ready or draining worker holds (running + waiting)."""
+    /metrics has no GPU busy figure, and these two are what saturates first. The queue is
+    what waits on the workers (vLLM's waiting count) plus gateway_queue, the requests held
+    in the gateways' dispatch queues (published in Redis, scaling/routing/queue_depth.py):
+    the dispatcher holds each worker at its batch target, so behind a gateway the excess
+    waits there, not on the worker. Demand counts every request a ready or draining worker
+    holds (running + waiting) plus gateway_queue."""
     live = [v for v in views if v.state in ("ready", "draining") and v.healthy]
     ready = [v for v in live if v.state == "ready"]
     shares = [max(v.running / max(v.max_in_flight, 1), v.kv_usage) for v in ready]
@@ -44,10 +50,11 @@ def sample_from_views(views: Iterable[WorkerView], now: float) -> Sample:
     return Sample(
         at=now,
         utilisation=min(sum(shares) / len(shares), 1.0) if shares else 0.0,
-        queue=sum(v.waiting for v in live),
-        demand=sum(v.running + v.waiting for v in live),
+        queue=sum(v.waiting for v in live) + gateway_queue,
+        demand=sum(v.running + v.waiting for v in live) + gateway_queue,
         ttft_p99_s=max(slow) if slow else None,
         serving=len(ready) + starting,
+        gateway_queue=gateway_queue,
     )
 
 

@@ -4,6 +4,10 @@ One leader at a time: a Redis key taken with SET NX PX and renewed by its holder
 compare-and-expire), so `manage.py autoscale` can run on several hosts, or beside the
 Celery beat task, and only one of them acts. The lock is checked again right before
 actuating, so a leader that stalled past its lease does not act on a stale decision.
+
+Each tick the leader also renews a heartbeat and counts its ticks and decisions in Redis
+(scaling/autoscale/status.py) for the Tuning page and /metrics, and reads the gateways'
+published dispatch queues (scaling/routing/queue_depth.py) into each deployment's sample.
 """
 
 import json
@@ -14,9 +18,11 @@ import uuid
 import redis
 from django.conf import settings
 
+from foundation.redis_clients import REDIS_FAILURES
 from inference import fleet
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
+from scaling.autoscale import status
 from scaling.autoscale.actuators import Actuator, ActuatorError
 from scaling.autoscale.decide import decide
 from scaling.autoscale.forecast import Forecaster
@@ -24,6 +30,7 @@ from scaling.autoscale.history import History, sample_from_views
 from scaling.autoscale.record import last_actions, policy_spec, record
 from scaling.autoscale.types import Decision, FleetState, WorkerState
 from scaling.models import AutoscalePolicy, ScalingDecision
+from scaling.routing.queue_depth import read_depths
 
 logger = logging.getLogger(__name__)
 LOCK_KEY = "sluice:autoscale:leader"
@@ -73,22 +80,43 @@ class AutoscaleLoop:
         self.history = History(client, self.forecaster)
         self.lock = LeaderLock(client, ttl_s=max(3 * tick_s, 10.0))
 
+    def stop(self) -> None:
+        """Leaving: the heartbeat goes (the Tuning page says no loop runs) and so does the
+        lease (another process, or this one restarted, leads at once)."""
+        if self.lock.held():
+            status.clear(self.client)
+        self.lock.release()
+
     def tick(self, now: float | None = None) -> list[ScalingDecision] | None:
         """One pass over every enabled policy; None when another process leads."""
         if not self.lock.acquire():
             return None
         now = time.time() if now is None else now
         views = self._views()
+        policies = list(AutoscalePolicy.objects.select_related("deployment").filter(enabled=True))
+        status.beat(self.client, self.tick_s, self.actuator.name, len(policies))
         out = []
-        for policy in AutoscalePolicy.objects.select_related("deployment").filter(enabled=True):
+        for policy in policies:
             row = self.tick_deployment(policy, views, now)
             if row is not None:
                 out.append(row)
+        status.count_tick(self.client)
         return out
 
     def tick_deployment(
         self, policy: AutoscalePolicy, views: list[WorkerView], now: float
     ) -> ScalingDecision | None:
+        deployment = policy.deployment
+        decision, row = self._tick_deployment(policy, views, now)
+        if decision is not None:
+            status.count_decision(self.client, deployment.name, decision.action)
+        return row
+
+    def _tick_deployment(
+        self, policy: AutoscalePolicy, views: list[WorkerView], now: float
+    ) -> tuple[Decision | None, ScalingDecision | None]:
+        """The decision (None: the lease was lost mid-tick) and its diary row (None: an
+        unchanged hold or failure, not recorded again)."""
         deployment = policy.deployment
         self.actuator.reconcile(deployment)
         workers = list(
@@ -101,11 +129,11 @@ class AutoscaleLoop:
             if w.state in ("ready", "draining") and not _fresh(mine.get(w.pk), now)
         ]
         if stale:
-            return record(
-                deployment, _stale(len([w for w in workers if w.state == "ready"]), stale), now
-            )
+            held = _stale(len([w for w in workers if w.state == "ready"]), stale)
+            return held, record(deployment, held, now)
         spec = policy_spec(policy)
-        self.history.record(deployment.name, sample_from_views(mine.values(), now))
+        queued = self.gateway_queue(deployment.name)
+        self.history.record(deployment.name, sample_from_views(mine.values(), now, queued))
         samples = self.history.samples(deployment.name)
         forecast = None
         if spec.predictive:
@@ -116,15 +144,23 @@ class AutoscaleLoop:
         decision = decide(spec, samples, state, now, last_actions(deployment), forecast)
         if decision.changes_fleet and not self.lock.held():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
-            return None
+            return None, None
         error = (
             self.actuate(deployment, decision, {w.pk: w for w in workers}, state)
             if decision.changes_fleet
             else ""
         )
-        return record(
-            deployment, decision, now, actuated=decision.changes_fleet and not error, error=error
-        )
+        actuated = decision.changes_fleet and not error
+        return decision, record(deployment, decision, now, actuated=actuated, error=error)
+
+    def gateway_queue(self, deployment: str) -> int:
+        """Requests waiting in the gateways' dispatch queues for this deployment (0 when
+        Redis cannot say: the workers' own numbers still count)."""
+        try:
+            return read_depths(self.client).get(deployment, 0)
+        except REDIS_FAILURES as exc:
+            logger.warning("could not read the gateways' dispatch queues: %s", exc)
+            return 0
 
     def actuate(
         self,

@@ -60,19 +60,23 @@ def record(
     error: str = "",
 ) -> ScalingDecision | None:
     """Store the decision; a hold repeating the last recorded rule is kept only every
-    HOLD_EVERY_S, so the diary shows changes, not 5,760 identical rows a day."""
-    if decision.action == "hold":
+    HOLD_EVERY_S, so the diary shows changes, not 5,760 identical rows a day. So is a step
+    the actuator failed with the same error as the last row (a vLLM that cannot start
+    would otherwise add a row every tick)."""
+    hold, failed = decision.action == "hold", bool(error) and not actuated
+    if hold or failed:
         last = (
             ScalingDecision.objects.filter(deployment=deployment)
             .order_by("-at")
-            .values_list("rule", "at")
+            .values_list("action", "rule", "error", "at")
             .first()
         )
-        if (
-            last
-            and last[0] == decision.rule
-            and last[1] > utc(now) - timedelta(seconds=HOLD_EVERY_S)
-        ):
+        same = last is not None and (
+            last[1] == decision.rule
+            if hold
+            else last[:3] == (decision.action, decision.rule, error)
+        )
+        if same and last is not None and last[3] > utc(now) - timedelta(seconds=HOLD_EVERY_S):
             return None
     ops = {
         "promote": list(decision.promote),

@@ -47,7 +47,8 @@ class Sample:
     """One observation of a deployment, taken each tick from the scraped fleet snapshot.
 
     demand is requests in flight (running + waiting): by Little's law it is arrival rate
-    times time in system, so it sizes the fleet directly in batch slots.
+    times time in system, so it sizes the fleet directly in batch slots. queue and demand
+    both include gateway_queue, the requests waiting in the gateways' dispatch queues.
     """
 
     at: float
@@ -56,6 +57,7 @@ class Sample:
     demand: float
     ttft_p99_s: float | None = None
     serving: int = 0
+    gateway_queue: float = 0.0  # of queue: waiting in the gateways, not on the workers
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,10 @@ its share. A worker then runs at most 1/16 above its target, briefly.
 
 FAIR_QUEUEING=0 puts every request in one lane (first come first served within a
 priority, no caps), which is how the benchmark measures what fairness buys.
+
+The queue lengths are published to Redis (scaling/routing/queue_depth.py) by the gateway's
+own dispatcher, the one on the shared fleet view, and by any given a QueuePublisher: the
+autoscaler scales on them, since a worker's own waiting count stays near zero behind us.
 """
 
 import asyncio
@@ -35,12 +39,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Literal
 
 from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
 from scaling.routing.fair_queue import ANONYMOUS, FairQueue, Tenant
 from scaling.routing.policies import router_for
+from scaling.routing.queue_depth import QueuePublisher
 from scaling.routing.router import Load, RouteContext, Router
 
 # A request of a tenant below another's share of the slots, with every slot taken, may
@@ -140,16 +146,25 @@ class Dispatcher:
         fleet: FleetView = fleet_view,
         pick: Picker = least_in_flight,
         routers: Callable[[str], Router] = router_for,
+        publisher: QueuePublisher | Literal["auto"] | None = "auto",
     ) -> None:
+        """publisher: where the queue lengths go; "auto": a QueuePublisher for the
+        gateway's dispatcher (on the shared fleet_view), none for others (tests, benches)."""
         self.fleet = fleet
         self.pick = pick
         self.routers = routers
+        if publisher == "auto":
+            publisher = QueuePublisher() if fleet is fleet_view else None
+        self.publisher = publisher
         self.in_flight: dict[str, int] = {}
         self.tenant_in_flight: dict[str, int] = {}  # leases held per tenant key, any deployment
         self.queues: dict[str, _Queue] = {}
 
     def queue_length(self, deployment: str) -> int:
         return len(self.queues.get(deployment, ()))
+
+    def queue_lengths(self) -> dict[str, int]:
+        return {name: len(queue) for name, queue in self.queues.items()}
 
     def slots_per_worker(self, worker: WorkerView) -> int:
         return max(1, math.ceil(worker.max_in_flight / settings.GATEWAY_PROCESSES))
@@ -189,6 +204,8 @@ class Dispatcher:
         handed_over = False
         try:
             self._serve(queue, await self.fleet.routable(deployment))
+            if self.publisher is not None and not waiter.future.done():
+                self.publisher.wake(self.queue_lengths)  # it waits: the queue is news
             while True:
                 try:
                     # Re-check at least every 0.5 s: workers join and recover without a release.

@@ -1,7 +1,12 @@
-"""Replicas as processes on this host: the vLLM-compatible simulator, or a vLLM server.
+"""Replicas as processes on this host: a vLLM server, or the vLLM-compatible simulator.
+
+Which one is the deployment's own `worker_kind`, never a setting of the actuator: a vLLM
+deployment gets vLLM replicas (the embedded model's command, inference/worker_command.py),
+and only a deployment marked `simulated` gets simulator processes, so fake-text workers can
+never enter rotation beside a real model.
 
 Each replica gets a free port on 127.0.0.1 and a worker row (registered_by "autoscaler",
-labels actuator/pid/port/spot); the scraper promotes a starting one to ready once it
+labels actuator/pid/port/spot/worker); the scraper promotes a starting one to ready once it
 answers /health. Processes run in their own session, so a leader that stops (or a Ctrl-C
 in its terminal) leaves them serving; the next leader stops them by pid after checking
 the pid still runs a worker on that port (a recycled pid is never signalled).
@@ -30,19 +35,26 @@ class LocalProcessActuator(Actuator):
 
     def __init__(
         self,
-        worker: str = "sim",
         sim_profile: str = "h100-llama3-8b",
         sim_time_scale: float = 1.0,
         host: str = "127.0.0.1",
+        vllm: bool = True,
     ) -> None:
-        if worker not in ("sim", "vllm"):
-            raise ValueError("worker must be sim or vllm")
-        self.worker, self.sim_profile, self.sim_time_scale = worker, sim_profile, sim_time_scale
-        self.host = host
+        """sim_profile, sim_time_scale: for simulated deployments' replicas. vllm=False: this
+        host runs no vLLM replica (`make run` with SLUICE_EMBEDDED_WORKER=0); starting one
+        for a vLLM deployment fails with ActuatorError, and never falls back to a simulator."""
+        self.sim_profile, self.sim_time_scale = sim_profile, sim_time_scale
+        self.host, self.vllm = host, vllm
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
+    @staticmethod
+    def kind(deployment: ModelDeployment) -> str:
+        return str(deployment.worker_kind)
+
     def command(self, deployment: ModelDeployment, port: int) -> list[str]:
-        if self.worker == "sim":
+        """The replica's command line, by the deployment's worker_kind."""
+        kind = self.kind(deployment)
+        if kind == ModelDeployment.WorkerKind.SIMULATED:
             return [
                 sys.executable,
                 "-m",
@@ -58,6 +70,20 @@ class LocalProcessActuator(Actuator):
                 "--time-scale",
                 str(self.sim_time_scale),
             ]
+        if kind != ModelDeployment.WorkerKind.VLLM:
+            raise ActuatorError(f"{deployment.name}: unknown worker kind {kind!r}")
+        if not self.vllm:
+            raise ActuatorError(
+                f"{deployment.name} is a vLLM deployment and this host runs no vLLM "
+                "replica (make run with SLUICE_EMBEDDED_WORKER=0, or AUTOSCALE_LOCAL_VLLM=0); "
+                "a simulator is never started in its place"
+            )
+        if deployment.upstream_model != worker_command.EMBEDDED_MODEL:
+            raise ActuatorError(
+                f"{deployment.name} serves {deployment.upstream_model!r}; the local actuator "
+                f"starts vLLM only for the embedded model {worker_command.EMBEDDED_MODEL!r} "
+                "(use the kubernetes actuator for other models)"
+            )
         base: Path = settings.BASE_DIR
         model_dir = worker_command.prepared_model_dir(base / "var" / "models")
         python = worker_command.worker_python(base)
@@ -69,21 +95,27 @@ class LocalProcessActuator(Actuator):
         self, deployment: ModelDeployment, *, warm: bool = False, spot: bool = False
     ) -> Replica:
         port = free_port()
+        kind = self.kind(deployment)
+        try:
+            command = self.command(deployment, port)
+        except worker_command.WorkerNotPrepared as exc:
+            raise ActuatorError(f"could not start a {kind} worker: {exc}") from exc
         log_dir: Path = settings.VAR_DIR / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        env = worker_command.worker_env(dict(os.environ)) if self.worker == "vllm" else None
+        vllm = kind == ModelDeployment.WorkerKind.VLLM
+        env = worker_command.worker_env(dict(os.environ)) if vllm else None
         try:
             with open(log_dir / f"autoscale-{deployment.pk}-{port}.log", "ab") as log:
                 process = subprocess.Popen(
-                    self.command(deployment, port),
+                    command,
                     cwd=settings.BASE_DIR,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
                     start_new_session=True,
                 )
-        except (OSError, worker_command.WorkerNotPrepared) as exc:
-            raise ActuatorError(f"could not start a {self.worker} worker: {exc}") from exc
+        except OSError as exc:
+            raise ActuatorError(f"could not start a {kind} worker: {exc}") from exc
         url = f"http://{self.host}:{port}"
         self.processes[url] = process
         fleet.register_worker(
@@ -95,7 +127,7 @@ class LocalProcessActuator(Actuator):
                 "pid": process.pid,
                 "port": port,
                 "spot": spot,
-                "worker": self.worker,
+                "worker": kind,
             },
             state=Worker.State.WARM if warm else Worker.State.STARTING,
         )

@@ -44,7 +44,7 @@ class ReplayActuator(LocalProcessActuator):
 
     def __init__(self, options: LiveOptions) -> None:
         profile = "h100-llama3-8b" if options.worker == FIXED else options.worker
-        super().__init__(worker="sim", sim_profile=profile)
+        super().__init__(sim_profile=profile)  # its deployment is marked simulated
         self.options = options
         self.startup_delay_s = 0.0
         self.initial = True

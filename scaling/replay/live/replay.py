@@ -55,6 +55,7 @@ from scaling.replay.live.report import LiveResult, live_result
 from scaling.replay.live.settings_override import settings_overridden
 from scaling.replay.traces import Demand
 from scaling.routing.dispatcher import Dispatcher
+from scaling.routing.queue_depth import QueuePublisher
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ class LiveReplay:
                 "gpu_cost_per_hour": cost,
                 "served_model_name": "",
                 "tier": self.policy.tier,
+                "worker_kind": ModelDeployment.WorkerKind.SIMULATED,
             },
         )
         for worker in Worker.objects.filter(deployment=deployment).exclude(state="dead"):
@@ -186,7 +188,10 @@ class LiveReplay:
                 background.append(asyncio.create_task(self._scrape_forever(scraper, session)))
                 await self._initial_fleet(deployment)
                 autoscaler = self._loop()
-                dispatcher = Dispatcher(fleet=FleetView())
+                # Its queue is published as the gateway's is, at the scaled scrape interval:
+                # the loop's queue and demand include what waits in it.
+                publisher = QueuePublisher(interval_s=self.scale.scrape_s)
+                dispatcher = Dispatcher(fleet=FleetView(), publisher=publisher)
                 background.append(
                     asyncio.create_task(self._tick_forever(autoscaler, deployment, dispatcher))
                 )

@@ -14,6 +14,7 @@ from gateway.accounts.models import ApiKey, Membership, Team
 from inference.fleet import ensure_deployment
 from inference.models import ModelDeployment
 from inference.worker_command import EMBEDDED_MODEL
+from scaling.models import AutoscalePolicy
 
 DEMO_KEY_NAME = "demo key (make run)"
 # Documented example figures (docs/dashboard.md, "Example prices"), so the cost pages of a
@@ -60,6 +61,7 @@ class Command(BaseCommand):
             EMBEDDED_MODEL, max_in_flight_per_worker=16, prices_are_examples=True, **EXAMPLE_PRICES
         )
         price_examples(demo_deployment)
+        demo_autoscale_policy(demo_deployment)
         demo = {
             "team": team.slug,
             "model": EMBEDDED_MODEL,
@@ -84,3 +86,13 @@ def price_examples(deployment: ModelDeployment) -> None:
         setattr(deployment, field, value)
     deployment.prices_are_examples = True
     deployment.save(update_fields=[*EXAMPLE_PRICES, "prices_are_examples"])
+
+
+def demo_autoscale_policy(deployment: ModelDeployment) -> AutoscalePolicy:
+    """The embedded deployment's autoscale policy, created once (an operator's later edits
+    stay): enabled, with bounds that fit the one CPU worker `make run` starts, so the loop
+    it also starts holds, and says why, on the fleet page from the first minute."""
+    policy, _ = AutoscalePolicy.objects.get_or_create(
+        deployment=deployment, defaults={"enabled": True, "min_replicas": 1, "max_replicas": 1}
+    )
+    return policy
