@@ -24,7 +24,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TEST_ENV := SECRET_KEY=test-only-secret-key-never-used-in-production-0123456789
 
-.PHONY: run test test-unit lint typecheck pytest conformance bench bench-auth bench-gateway worker frontend clean
+.PHONY: run test test-unit lint typecheck pytest conformance bench bench-auth bench-gateway chaos worker frontend clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -114,6 +114,14 @@ bench-auth: $(DEV_DEPS)
 
 bench-gateway: $(DEV_DEPS)
 	scripts/bench-gateway-overhead uvicorn $(ARGS)
+
+# Faults under load (docs/loadtest.md, "Chaos run"; not part of `make test`): a private stack,
+# load from teams with tight quotas, faults on a schedule, the history checked against the
+# usage ledger; exits non-zero on a violation. About 11 minutes; a short run:
+#   make chaos ARGS="--duration-s 90 --schedule compressed"
+chaos: $(DEV_DEPS)
+	$(TEST_ENV) $(PY) manage.py migrate --no-input -v 0
+	$(TEST_ENV) $(PY) manage.py chaos $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(WORKER_VENV) var .mypy_cache .ruff_cache .pytest_cache \
