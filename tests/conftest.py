@@ -12,7 +12,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ def live_platform(
     upstream_sim: Any,
     requests_per_minute: int = 100,
     max_in_flight_per_worker: int = 8,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     from gateway.accounts import actions
     from inference import fleet
     from tests.live import LiveGateway

@@ -1,15 +1,20 @@
-"""An idle chat socket stays open: the channel layer's Redis reads outlast its blocking pop."""
+"""An idle chat socket stays open: for a minute, and through a restart of the primary Redis
+(the chat consumer holds no channel-layer read on it)."""
 
 import asyncio
 import json
 import os
+import subprocess
 from typing import Any
 
 import aiohttp
 import pytest
 from channels_redis.core import RedisChannelLayer
 
+from foundation import embedded_redis
 from foundation.channel_layer import CHANNEL_LAYER_SOCKET_TIMEOUT_S, channel_layers_for
+from gateway.process_state import reset_process_state
+from tests.conftest import live_platform
 
 IDLE_S = float(os.environ.get("TEST_IDLE_S", "65"))
 
@@ -31,7 +36,42 @@ def test_a_socket_left_idle_for_a_minute_still_answers(platform):
     assert events[-2]["usage"]["completion_tokens"] == 3
 
 
-async def _idle_then_chat(url: str, key: str) -> list[dict[str, Any]]:
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_an_open_socket_survives_a_restart_of_the_primary_redis(tmp_path, settings, upstream_sim):
+    data = tmp_path / "redis"
+    process, url = embedded_redis.start(data)
+    settings.REDIS_URL = settings.CACHE_REDIS_URL = url
+    reset_process_state()
+    platform = live_platform(url, upstream_sim)
+    try:
+        running = next(platform)
+        restarted: list[subprocess.Popen[bytes]] = []
+
+        def restart() -> None:
+            process.terminate()
+            process.wait(timeout=10)
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            command = embedded_redis.redis_server_command(port, data, True)
+            restarted.append(subprocess.Popen(command))
+            embedded_redis.wait_until_ready(url, restarted[0])
+
+        try:
+            events = asyncio.run(_idle_then_chat(running["gateway"].url, running["key"], restart))
+        finally:
+            for server in restarted:
+                server.terminate()
+                server.wait(timeout=10)
+        assert [e["type"] for e in events][-2:] == ["done", "quota"], events
+    finally:
+        platform.close()
+        if process.poll() is None:
+            process.terminate()
+
+
+async def _idle_then_chat(
+    url: str, key: str, meanwhile: Any = None, idle_s: float = IDLE_S
+) -> list[dict[str, Any]]:
     ws_url = url.replace("http://", "ws://") + "/ws/chat/"
     async with (
         aiohttp.ClientSession() as session,
@@ -40,22 +80,39 @@ async def _idle_then_chat(url: str, key: str) -> list[dict[str, Any]]:
         await socket.send_json({"type": "auth", "api_key": key})
         assert (await socket.receive_json(timeout=5))["type"] == "ready"
         assert (await socket.receive_json(timeout=5))["type"] == "quota"
-        # Nothing for a minute: a closed socket shows up here as a CLOSE/CLOSED message.
-        idle = await _next_message_within(socket, IDLE_S)
+        if meanwhile is not None:
+            await asyncio.to_thread(meanwhile)
+            idle_s = 3.0  # long enough for a dropped socket to show
+        # Nothing for a while: a closed socket shows up here as a CLOSE/CLOSED message.
+        idle = await _next_message_within(socket, idle_s)
         assert idle is None, f"the server spoke or closed while idle: {idle}"
-        await socket.send_json(
-            {
-                "type": "chat",
-                "model": "small-model",
-                "max_tokens": 3,
-                "ignore_eos": True,
-                "messages": [{"role": "user", "content": "Still there?"}],
-            }
-        )
-        events: list[dict[str, Any]] = []
-        while not events or events[-1]["type"] not in ("quota", "error"):
-            events.append(await socket.receive_json(timeout=10))
+        # Right after a Redis restart a request may meet a pooled connection the restart
+        # closed: it fails closed (503), and the same socket's next message is answered.
+        for _ in range(5 if meanwhile is not None else 1):
+            events = await _chat(socket)
+            if (
+                events[-1]["type"] != "error"
+                or events[-1]["error"]["code"] != "service_unavailable"
+            ):
+                break
+            await asyncio.sleep(0.5)
         return events
+
+
+async def _chat(socket: aiohttp.ClientWebSocketResponse) -> list[dict[str, Any]]:
+    await socket.send_json(
+        {
+            "type": "chat",
+            "model": "small-model",
+            "max_tokens": 3,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Still there?"}],
+        }
+    )
+    events: list[dict[str, Any]] = []
+    while not events or events[-1]["type"] not in ("quota", "error"):
+        events.append(await socket.receive_json(timeout=10))
+    return events
 
 
 async def _next_message_within(

@@ -8,7 +8,7 @@ request ids it has already written.
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from caching.exact import CacheDirectives
@@ -34,6 +34,7 @@ class LineResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_micros: int = 0
+    request_id: str = ""  # the attempt that gave this answer
 
 
 def line_request_id(batch_id: str, line_number: int) -> str:
@@ -44,12 +45,15 @@ async def run_line(
     line: LineRequest, credential: BatchKeyCredential, request_id: str
 ) -> LineResult:
     """The line's answer; a worker-side failure (502/503) is retried twice, after a pause,
-    before it is the line's answer."""
+    before it is the line's answer. Each retry has a request id of its own (the line's with
+    `_r2`, `_r3`): the ledger keeps the first record of an id, so a retry under the same id
+    left the line billed as its failed first try (the chaos run found it)."""
     for attempt in range(1, ATTEMPTS + 1):
-        result = await _run_once(line, credential, request_id)
+        attempt_id = request_id if attempt == 1 else f"{request_id}_r{attempt}"
+        result = replace(await _run_once(line, credential, attempt_id), request_id=attempt_id)
         if result.status_code not in RETRYABLE_STATUSES or attempt == ATTEMPTS:
             return result
-        logger.info("batch line %s: %s, retrying", request_id, result.status_code)
+        logger.info("batch line %s: %s, retrying", attempt_id, result.status_code)
         await asyncio.sleep(RETRY_PAUSE_S * attempt)
     raise AssertionError("unreachable")
 

@@ -151,7 +151,7 @@ def _jsonl(record: dict[str, Any]) -> bytes:
 def _output_line(line: BatchLine) -> dict[str, Any]:
     """OpenAI's output line: an answer (any status) has `response`; a malformed line has
     only `error`, with its line number."""
-    record_id = line.request_id
+    record_id = line_request_id(line.batch_id, line.line_number)
     if line.status_code == 0:
         error = {**(line.error or {}), "line": line.line_number}
         return {

@@ -19,6 +19,7 @@ from typing import IO
 from django.utils import timezone
 
 from foundation.db import database_read
+from foundation.redis_clients import REDIS_FAILURES
 from gateway.batches import progress
 from gateway.batches.input_file import LineRequest, MalformedLine, raw_lines, read_line
 from gateway.batches.lines import LineResult, line_request_id, run_line
@@ -116,8 +117,11 @@ class BatchRunner:
         deployment = await catalog.get(model)
         in_process = deployment is not None and deployment.in_process
         while not self.stopping:
-            if deployment is None or await self.meter.may_start(model, in_process):
-                return True  # an unknown model: the pipeline's own refusal is the answer
+            try:
+                if deployment is None or await self.meter.may_start(model, in_process):
+                    return True  # an unknown model: the pipeline's own refusal is the answer
+            except REDIS_FAILURES as exc:  # the fleet snapshot is unreadable (a restart)
+                logger.warning("batch %s: no fleet snapshot (%s); waiting", self.batch.id, exc)
             self.line_ended.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.line_ended.wait(), WAIT_FOR_ROOM_S)
@@ -141,12 +145,13 @@ class BatchRunner:
                         "code": "internal_error",
                     }
                 },
+                request_id=request_id,
             )
         finally:
             self.meter.finished_line(model, started)
             self.line_ended.set()
         self.finished.append(
-            _row(self.batch.id, line.line_number, line.custom_id, request_id, result)
+            _row(self.batch.id, line.line_number, line.custom_id, result.request_id, result)
         )
 
     def _malformed(self, number: int, custom_id: str, why: str) -> None:

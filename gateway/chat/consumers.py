@@ -47,6 +47,10 @@ def _not_json(name: str) -> None:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    # No channel layer: a chat socket neither sends to nor hears from other processes, and
+    # with one every socket held a blocking read on the primary Redis, so a Redis restart
+    # dropped every open socket (the chaos run found it). An alias that names no layer.
+    channel_layer_alias = "none"
     credential: Credential
     generation: "asyncio.Task[None] | None"
     streaming: bool  # a reply is on its way; "done" clears it, before the quota follows

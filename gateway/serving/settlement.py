@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from gateway.serving.completion import Completion
 
 logger = logging.getLogger(__name__)
+# A usage event Redis refused is queued again after these pauses (31 s in all).
+REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+_retrying: set["asyncio.Task[None]"] = set()
 
 
 async def settle(run: "Completion") -> None:
@@ -75,12 +78,32 @@ async def bill(reservation: Reservation, used_tokens: int, cost: int, event: Usa
         try:
             await record_usage(event)
         except REDIS_FAILURES:
-            # The log line carries the whole event, so it can still be replayed by hand.
-            logger.error(
-                "request %s: usage event not queued, Redis unreachable: %s",
-                event.request_id,
-                json.dumps(asdict(event)),
-            )
+            # Redis restarting (a failover, an AOF replay) is back within seconds: keep the
+            # event and try again in the background rather than lose it (the chaos run lost
+            # one this way). The client is not kept waiting.
+            task = asyncio.get_running_loop().create_task(_queue_later(event))
+            _retrying.add(task)
+            task.add_done_callback(_retrying.discard)
+
+
+async def _queue_later(event: UsageEvent) -> None:
+    for pause_s in REQUEUE_PAUSES_S:
+        await asyncio.sleep(pause_s)
+        try:
+            await record_usage(event)
+        except REDIS_FAILURES:
+            continue
+        logger.warning(
+            "request %s: usage event queued late, after a Redis outage", event.request_id
+        )
+        return
+    # The log line carries the whole event, so it can still be replayed by hand.
+    logger.error(
+        "request %s: usage event not queued, Redis unreachable for %.0f s: %s",
+        event.request_id,
+        sum(REQUEUE_PAUSES_S),
+        json.dumps(asdict(event)),
+    )
 
 
 async def _outcome(reply: "asyncio.Future[object]") -> object:
