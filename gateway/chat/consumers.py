@@ -163,6 +163,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         body = completion_body(content)
         self.streaming = True
         self.generation = asyncio.create_task(self._generate({**body, "stream": True}, thread))
+        self.generation.add_done_callback(_generation_ended)
 
     async def _generate(self, body: dict[str, Any], thread: ChatThread) -> None:
         try:
@@ -246,3 +247,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if retry_after.isdigit():  # a quota or a busy queue: when to try again, in seconds
             event["retry_after"] = int(retry_after)
         await self.send_json(event)
+
+
+def _generation_ended(task: "asyncio.Task[None]") -> None:
+    """A generation's end, its exception retrieved: a socket the client closed while its
+    reply was being sent (the server's send fails with an OSError, uvicorn's
+    ClientDisconnected) is how sockets end, not a fault; anything else is logged as one."""
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    if isinstance(exc, OSError):
+        logger.debug("chat socket closed while its reply was sent: %r", exc)
+    else:
+        logger.error("chat generation failed", exc_info=exc)
