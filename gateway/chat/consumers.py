@@ -54,6 +54,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     credential: Credential
     generation: "asyncio.Task[None] | None"
     streaming: bool  # a reply is on its way; "done" clears it, before the quota follows
+    socket_closed: bool  # by either side: nothing more is sent
     failed_auths: int
     limits: SocketLimits
 
@@ -63,6 +64,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.credential = SessionUserCredential(int(user.pk)) if logged_in else NoCredential()
         self.generation = None
         self.streaming = False
+        self.socket_closed = False
         self.failed_auths = 0
         self.limits = SocketLimits(self.scope)
         await self.accept()
@@ -73,7 +75,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         refusal = await self.limits.auth_lockout()
         if refusal is not None and refusal.status == 429:
             await self._error(refusal)
-            await self.close(code=4429)
+            await self._close(4429)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The HTTP body limit holds here too: a larger message is refused and the socket
@@ -85,13 +87,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             message = f"Messages are limited to {limit} bytes."
             await self._error(ApiError(413, message, "request_too_large"))
-            await self.close(code=1009)
+            await self._close(1009)
             return
         refusal = await self.limits.admit_message()
         if refusal is not None:
             await self._error(refusal)
             if self.limits.should_close:
-                await self.close(code=4429)
+                await self._close(4429)
             return
         try:
             content = json.loads(text_data or "", parse_constant=_not_json)
@@ -100,7 +102,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         await self.receive_json(content)
 
+    async def _close(self, code: int) -> None:
+        """Close from our side: a reply still streaming is stopped first, or its next send
+        would follow the close (an ASGI error)."""
+        self.socket_closed = True
+        if self.generation is not None:
+            self.generation.cancel()
+        await self.close(code=code)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        if self.socket_closed:
+            return  # a stopped reply's last events have no reader left
+        await super().send_json(content, close)
+
     async def disconnect(self, code: int) -> None:
+        self.socket_closed = True
         if self.generation is not None:
             self.generation.cancel()  # a closed socket stops the upstream generation
 
@@ -125,7 +141,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if lockout is not None:
             await self._error(lockout)
             if lockout.status == 429:
-                await self.close(code=4429)
+                await self._close(4429)
             return
         credential = ApiKeyCredential(api_key)
         try:
@@ -142,7 +158,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 refusal = ApiError(429, message, "too_many_failed_authentications")
             if refusal is not None:
                 await self._error(refusal)
-                await self.close(code=4429)
+                await self._close(4429)
             return
         self.credential = credential
         await self.send_json({"type": "ready"})
