@@ -7,10 +7,18 @@ latest check. A `starting` worker is promoted to `ready` only on a check that fi
 healthy, in the same scrape, so the snapshot never shows a worker in rotation that is not
 healthy. (Before, a replica that failed its first check while loading was `ready` and
 unhealthy for one scrape, and the autoscaler counted it neither as loading nor as capacity.)
+
+A worker in vLLM's sleep mode still answers /health, so each scrape also reads whether it
+sleeps: from `vllm:engine_sleep_state{sleep_state="awake"}` on /metrics where vLLM reports
+it, and from GET /is_sleeping for workers started with sleep mode (labels `sleep_mode`,
+set by the autoscaler's actuators; that endpoint exists only with VLLM_SERVER_DEV_MODE=1).
+A sleeping worker is published with `sleeping`, is never routable, and a starting one is
+not promoted to ready while it sleeps.
 """
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +36,9 @@ from inference.worker_metrics import bucket_delta, histogram_quantile, parse_met
 logger = logging.getLogger(__name__)
 UNHEALTHY_AFTER = 2
 HEALTHY_AFTER = 2
+_AWAKE = re.compile(
+    r'^vllm:engine_sleep_state\{[^}]*sleep_state="awake"[^}]*\}\s+(\S+)', re.MULTILINE
+)
 
 
 @dataclass
@@ -38,6 +49,7 @@ class HealthTrack:
     ttft_buckets: dict[float, float] = field(default_factory=dict)
     ttft: tuple[float | None, float | None] = (None, None)
     max_model_len: int | None = None  # asked of /v1/models once, until it answers
+    sleeping: bool = False  # in sleep mode at the last scrape that could tell
 
 
 HealthCallback = Callable[[Worker, bool], None]
@@ -78,9 +90,12 @@ class Scraper:
                 if health.status != 200:
                     raise aiohttp.ClientResponseError(health.request_info, (), status=health.status)
             async with session.get(f"{worker.url}/metrics", timeout=self.timeout) as metrics:
-                reading = parse_metrics(await metrics.text())
+                text = await metrics.text()
+            reading = parse_metrics(text)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"
+        if reading is not None:
+            track.sleeping = await self._sleeping(session, worker, text, track.sleeping)
         await self._update_health(worker, track, ok=reading is not None, error=error)
         if self.on_health is not None:
             self.on_health(worker, reading is not None)
@@ -113,7 +128,27 @@ class Scraper:
             scraped_at=time.time(),
             error=error,
             max_model_len=track.max_model_len,
+            sleeping=track.sleeping,
         )
+
+    async def _sleeping(
+        self, session: aiohttp.ClientSession, worker: Worker, metrics: str, last: bool
+    ) -> bool:
+        """Whether the worker is in sleep mode: its /is_sleeping where it was started with
+        sleep mode (the authority, true until a wake is complete), else the sleep-state
+        gauge on its /metrics, else awake. A worker that fails to say keeps its last answer."""
+        if worker.labels.get("sleep_mode"):
+            try:
+                url = f"{worker.url}/is_sleeping"
+                async with session.get(url, timeout=self.timeout) as reply:
+                    body = await reply.json(content_type=None) if reply.status == 200 else {}
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                return last
+            value = body.get("is_sleeping") if isinstance(body, dict) else None
+            if isinstance(value, bool):
+                return value
+        awake = sleep_gauge_awake(metrics)
+        return False if awake is None else not awake
 
     async def _max_model_len(self, session: aiohttp.ClientSession, worker: Worker) -> int | None:
         """The worker's context window from its /v1/models (vLLM reports max_model_len per
@@ -153,7 +188,7 @@ class Scraper:
                     detail,
                 )
             track.healthy, track.streak = ok, 0
-        if ok and track.healthy and worker.state == Worker.State.STARTING:
+        if ok and track.healthy and not track.sleeping and worker.state == Worker.State.STARTING:
             promote = sync_to_async(fleet.set_worker_state)
             await promote(worker, Worker.State.READY, "answers health checks")
 
@@ -175,3 +210,15 @@ class Scraper:
                 except Exception:
                     logger.exception("fleet scrape failed; retrying next interval")
                 await asyncio.sleep(max(interval - (time.monotonic() - started), 0.05))
+
+
+def sleep_gauge_awake(metrics: str) -> bool | None:
+    """vLLM's `vllm:engine_sleep_state{sleep_state="awake"}`: True awake, False asleep, None
+    when the worker does not report it (an older vLLM)."""
+    found = _AWAKE.search(metrics)
+    if found is None:
+        return None
+    try:
+        return float(found.group(1)) >= 1.0
+    except ValueError:
+        return None

@@ -37,11 +37,14 @@ class WorkerView:
     error: str
     # The context window its /v1/models reports (vLLM's max_model_len); None: not reported.
     max_model_len: int | None = None
+    # In vLLM's sleep mode (weights offloaded, or waking): alive, answers /health, serves
+    # nothing. Never routed to, whatever its state says (inference/scraper.py).
+    sleeping: bool = False
 
     @property
     def routable(self) -> bool:
         fresh = time.time() - self.scraped_at < settings.FLEET_STALE_AFTER_S
-        return self.healthy and self.state == "ready" and fresh
+        return self.healthy and self.state == "ready" and fresh and not self.sleeping
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

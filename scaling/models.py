@@ -33,6 +33,11 @@ class AutoscalePolicy(models.Model):
     warm_pool = models.PositiveIntegerField(
         default=0, help_text="started replicas held out of traffic, promoted instantly"
     )
+    warm_pool_sleeps = models.BooleanField(
+        default=False,
+        help_text="warm replicas sleep (vLLM sleep mode: weights in host memory, no GPU "
+        "memory) where the worker supports it, and are woken in seconds when needed",
+    )
     target_utilisation = models.FloatField(
         default=0.7,
         validators=_SHARE,

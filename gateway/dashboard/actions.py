@@ -24,6 +24,7 @@ AUTOSCALE_FIELDS = [
     "min_replicas",
     "max_replicas",
     "warm_pool",
+    "warm_pool_sleeps",
     "target_utilisation",
     "scale_up_utilisation",
     "scale_up_queue",

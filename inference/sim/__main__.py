@@ -1,14 +1,16 @@
 """python -m inference.sim --port P --profile NAME [--model NAME] [--time-scale X]
-[--fixed-ttft-ms T --fixed-itl-ms I] [--scripted-replies FILE]"""
+[--fixed-ttft-ms T --fixed-itl-ms I] [--scripted-replies FILE] [--wake-s S]"""
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from aiohttp import web
 
 from inference.sim.profiles import PROFILES
 from inference.sim.server import build_app
+from inference.sim.sleep import DEFAULT_WAKE_S
 
 
 def main() -> None:
@@ -34,6 +36,13 @@ def main() -> None:
         help="test hook: a JSON object {last message's text: reply}; those prompts get that "
         "reply (streamed a word at a time) instead of the deterministic words",
     )
+    parser.add_argument(
+        "--wake-s",
+        type=float,
+        default=float(os.environ.get("SLUICE_SIM_WAKE_S", DEFAULT_WAKE_S)),
+        help="sleep mode: how long POST /wake_up takes (default: SLUICE_SIM_WAKE_S, else "
+        f"{DEFAULT_WAKE_S})",
+    )
     options = parser.parse_args()
     scripted = None
     if options.scripted_replies is not None:
@@ -45,7 +54,14 @@ def main() -> None:
     fixed = None
     if options.fixed_ttft_ms is not None:
         fixed = (options.fixed_ttft_ms / 1000, options.fixed_itl_ms / 1000)
-    app = build_app(PROFILES[options.profile], options.model, options.time_scale, fixed, scripted)
+    app = build_app(
+        PROFILES[options.profile],
+        options.model,
+        options.time_scale,
+        fixed,
+        scripted,
+        wake_s=options.wake_s,
+    )
     # handler_cancellation: a client that disconnects cancels its request at once,
     # freeing the sequence slot, as vLLM aborts a request whose stream is closed.
     web.run_app(

@@ -56,6 +56,8 @@ class Scheduler(Protocol):
 
     def cancel(self, request: SimRequest) -> None: ...
 
+    def forget_cache(self) -> None: ...
+
     async def run(self) -> None: ...
 
 
@@ -102,6 +104,12 @@ class Engine:
         elif request in self.waiting:
             self.waiting.remove(request)
             self.metrics.aborted()
+        self._publish_gauges()
+
+    def forget_cache(self) -> None:
+        """Drop the cached prompt blocks no request holds (sleep mode discards the KV cache;
+        by then every request was aborted)."""
+        self.kv.evictable.clear()
         self._publish_gauges()
 
     def blocks_needed(self, request: SimRequest) -> int:

@@ -38,6 +38,9 @@ class FixedLatencyEngine:
         self.metrics.aborted()
         self._publish_gauges()
 
+    def forget_cache(self) -> None:
+        """Nothing cached: this engine models no KV cache."""
+
     async def run(self) -> None:
         await asyncio.Event().wait()  # nothing to schedule: each request times itself
 

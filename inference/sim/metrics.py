@@ -78,6 +78,13 @@ class SimMetrics:
             buckets=_TTFT_BUCKETS,
             registry=self.registry,
         )
+        self._sleep = Gauge(
+            "vllm:engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is "
+            "awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means level 2.",
+            [*labels, "sleep_state"],
+            registry=self.registry,
+        )
         self.model = model_name
         for metric in (
             self._running,
@@ -97,6 +104,12 @@ class SimMetrics:
         self._running.labels(self.model).set(running)
         self._waiting.labels(self.model).set(waiting)
         self._kv.labels(self.model).set(kv_usage)
+
+    def sleep_state(self, level: int | None) -> None:
+        """None: awake; 0, 1 or 2: asleep at that level (sleep mode, inference/sim/sleep.py)."""
+        self._sleep.labels(self.model, "awake").set(1 if level is None else 0)
+        self._sleep.labels(self.model, "weights_offloaded").set(1 if level == 1 else 0)
+        self._sleep.labels(self.model, "discard_all").set(1 if level == 2 else 0)
 
     def prefix_lookup(self, queried: int, hit: int) -> None:
         self._queries.labels(self.model).inc(queried)

@@ -14,6 +14,7 @@ from inference.sim.fixed import FixedLatencyEngine
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
 from inference.sim.replies import Reply, logprobs, reply_for
+from inference.sim.sleep import DEFAULT_WAKE_S, SLEEP, add_routes, refusal
 from inference.sim.text import prompt_tokens
 
 ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
@@ -131,6 +132,20 @@ def _finish_reason(request: SimRequest, max_tokens: int, reply: Reply) -> str:
 
 
 async def chat_completions(http: web.Request) -> web.StreamResponse:
+    sleep_mode = http.app[SLEEP]
+    if sleep_mode.sleeping:
+        return refusal()
+    task = asyncio.current_task()
+    if task is None:  # pragma: no cover - aiohttp runs every handler in a task
+        return await _chat_completions(http)
+    sleep_mode.generations.add(task)  # what a /sleep aborts
+    try:
+        return await _chat_completions(http)
+    finally:
+        sleep_mode.generations.discard(task)
+
+
+async def _chat_completions(http: web.Request) -> web.StreamResponse:
     engine, model = http.app[ENGINE], http.app[MODEL]
     try:
         body = await http.json()
@@ -272,10 +287,13 @@ def build_app(
     time_scale: float = 1.0,
     fixed_latency: tuple[float, float] | None = None,
     scripted_replies: dict[str, str] | None = None,
+    wake_s: float = DEFAULT_WAKE_S,
 ) -> web.Application:
     """fixed_latency: (TTFT, inter-token) seconds for a FixedLatencyEngine instead of the
     batching model. scripted_replies: last message's text -> the reply to send instead of
-    the deterministic words (a test hook: markdown or markup through the real gateway)."""
+    the deterministic words (a test hook: markdown or markup through the real gateway).
+    wake_s: how long POST /wake_up takes from sleep mode (inference/sim/sleep.py), in
+    simulated seconds (divided by time_scale)."""
     app = web.Application(client_max_size=4 * 1024 * 1024)
     name = model or profile.model
     app[MODEL] = name
@@ -291,6 +309,7 @@ def build_app(
         task.cancel()
 
     app.cleanup_ctx.append(run_engine)
+    add_routes(app, app[ENGINE], app[ENGINE].metrics, wake_s / time_scale)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/v1/models", models)

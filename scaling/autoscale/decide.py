@@ -13,7 +13,8 @@ Rules, in order (docs/autoscaling.md explains each):
 4. a step sizes the fleet for target_utilisation, which lies strictly between the two
    thresholds: that gap (hysteresis), the windows and the cooldowns stop flapping;
 5. capacity is added from the cheapest source first: a draining replica is put back, then
-   a warm one is promoted (instant), and only then is a new one started;
+   a warm one is promoted (instant), then a sleeping warm one is woken (seconds: vLLM's
+   sleep mode), and only then is a new one started;
 6. capacity is removed by draining (no new requests); a replica is stopped only once it is
    not loading and has no streams in flight.
 """
@@ -21,7 +22,7 @@ Rules, in order (docs/autoscaling.md explains each):
 import math
 from collections.abc import Callable, Sequence
 
-from scaling.autoscale.pool import pick_drains, promotions, with_warm_pool
+from scaling.autoscale.pool import pick_drains, promotions, wakes, with_warm_pool
 from scaling.autoscale.types import (
     READY,
     STARTING,
@@ -255,8 +256,10 @@ def _up(
 ) -> Decision:
     n = fleet.serving
     promote = promotions(fleet, target - n)
+    wake = wakes(fleet, promote)
     start = target - n - len(promote)
-    how = f"put back/promote {len(promote)}, start {start}"
+    woken = f" (wake {list(wake)} from sleep)" if wake else ""
+    how = f"put back/promote {len(promote)}{woken}, start {start}"
     return Decision(
         action="up",
         rule=rule,
@@ -264,6 +267,7 @@ def _up(
         to_replicas=target,
         reason=f"{why}; {n} -> {target} serving ({how})",
         promote=promote,
+        wake=wake,
         start=start,
         spot=policy.spot,
         inputs=base,
@@ -342,6 +346,7 @@ def _inputs(
     counts = {
         state: len(fleet.in_state(state)) for state in (READY, "starting", "warm", "draining")
     }
+    counts["asleep"] = sum(1 for w in fleet.workers if w.asleep)
     inputs: dict[str, object] = {"mode": policy.mode, "fleet": counts}
     if latest is not None:
         inputs["sample"] = {

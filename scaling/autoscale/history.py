@@ -41,8 +41,9 @@ def sample_from_views(
     in the gateways' dispatch queues (published in Redis, scaling/routing/queue_depth.py):
     the dispatcher holds each worker at its batch target, so behind a gateway the excess
     waits there, not on the worker. Demand counts every request a ready or draining worker
-    holds (running + waiting) plus gateway_queue."""
-    live = [v for v in views if v.state in ("ready", "draining") and v.healthy]
+    holds (running + waiting) plus gateway_queue. A worker in sleep mode serves nothing and
+    counts nowhere."""
+    live = [v for v in views if v.state in ("ready", "draining") and v.healthy and not v.sleeping]
     ready = [v for v in live if v.state == "ready"]
     shares = [max(v.running / max(v.max_in_flight, 1), v.kv_usage) for v in ready]
     slow = [v.ttft_p99_s for v in ready if v.ttft_p99_s is not None]

@@ -22,13 +22,13 @@ from foundation.redis_clients import REDIS_FAILURES
 from inference import fleet
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
-from scaling.autoscale import status
+from scaling.autoscale import sleep_mode, status
 from scaling.autoscale.actuators import Actuator, ActuatorError
 from scaling.autoscale.decide import decide
 from scaling.autoscale.forecast import Forecaster
 from scaling.autoscale.history import History, sample_from_views
 from scaling.autoscale.record import last_actions, policy_spec, record
-from scaling.autoscale.types import Decision, FleetState, WorkerState
+from scaling.autoscale.types import READY, WARM, Decision, FleetState, WorkerState
 from scaling.models import AutoscalePolicy, ScalingDecision
 from scaling.routing.queue_depth import read_depths
 
@@ -145,11 +145,10 @@ class AutoscaleLoop:
         if decision.changes_fleet and not self.lock.held():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
             return None, None
-        error = (
-            self.actuate(deployment, decision, {w.pk: w for w in workers}, state)
-            if decision.changes_fleet
-            else ""
-        )
+        error = ""
+        if decision.changes_fleet:
+            by_id = {w.pk: w for w in workers}
+            decision, error = self.actuate(deployment, decision, by_id, state)
         actuated = decision.changes_fleet and not error
         return decision, record(deployment, decision, now, actuated=actuated, error=error)
 
@@ -168,10 +167,13 @@ class AutoscaleLoop:
         decision: Decision,
         workers: dict[int, Worker],
         state: FleetState,
-    ) -> str:
-        """Carry the decision out; the first failure stops it and is returned."""
+    ) -> tuple[Decision, str]:
+        """Carry the decision out: the decision as carried out (sleeping replicas are woken
+        first; one that does not wake is replaced by a new start, one that does not sleep
+        stays awake: sleep_mode.py) and the first failure, which stops it ("" if none)."""
         healthy = {w.id for w in state.workers if w.healthy}
         try:
+            decision = sleep_mode.wake(self.actuator, decision, workers)
             for worker_id in decision.promote:  # one still loading waits for the scraper
                 _set(
                     workers[worker_id], "ready" if worker_id in healthy else "starting", "scale up"
@@ -184,12 +186,13 @@ class AutoscaleLoop:
                 _set(workers[worker_id], "draining", "scale down: drain before stop")
             for worker_id in decision.to_warm:
                 _set(workers[worker_id], "warm", "drained; kept for the warm pool")
+            decision = sleep_mode.sleep(self.actuator, decision, workers)
             for worker_id in decision.stop:
                 self.actuator.stop_replica(workers[worker_id])
         except ActuatorError as exc:
             logger.error("actuator %s failed for %s: %s", self.actuator.name, deployment, exc)
-            return str(exc)
-        return ""
+            return decision, str(exc)
+        return decision, ""
 
     def _views(self) -> list[WorkerView]:
         raw: dict[str, str] = self.client.hgetall(SNAPSHOT_KEY)  # type: ignore[assignment]
@@ -197,20 +200,25 @@ class AutoscaleLoop:
 
 
 def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetState:
-    """Worker rows (the routing state is the database's) with their scraped load."""
+    """Worker rows (the routing state is the database's) with their scraped load. Whether
+    one sleeps is what it told the scraper, else what the autoscaler last did to it; a ready
+    one found asleep (put to sleep by hand) is no capacity: to decide() it is warm, asleep."""
     states = []
     for w in workers:
         view = views.get(w.pk)
+        asleep = view.sleeping if view else bool(w.labels.get("asleep"))
         states.append(
             WorkerState(
                 id=w.pk,
-                state=w.state,
+                state=WARM if asleep and w.state == READY else w.state,
                 in_flight=(view.running + view.waiting) if view else 0.0,
                 healthy=bool(view and view.healthy),
                 spot=bool(w.labels.get("spot")),
                 since=w.state_changed_at.timestamp(),
                 observed_at=view.scraped_at if view else 0.0,
                 managed=w.registered_by.startswith("autoscaler"),
+                can_sleep=bool(w.labels.get("sleep_mode")),
+                asleep=asleep,
             )
         )
     return FleetState(workers=tuple(states))

@@ -16,6 +16,7 @@ def policy_spec(policy: AutoscalePolicy) -> PolicySpec:
         min_replicas=policy.min_replicas,
         max_replicas=policy.max_replicas,
         warm_pool=policy.warm_pool,
+        warm_sleeps=policy.warm_pool_sleeps,
         target_utilisation=policy.target_utilisation,
         scale_up_utilisation=policy.scale_up_utilisation,
         scale_up_queue=policy.scale_up_queue,
@@ -85,6 +86,8 @@ def record(
         "drain": list(decision.drain),
         "stop": list(decision.stop),
         "to_warm": list(decision.to_warm),
+        "wake": list(decision.wake),
+        "sleep": list(decision.sleep),
         "spot": decision.spot,
     }
     return ScalingDecision.objects.create(

@@ -31,6 +31,9 @@ class PolicySpec:
     allow_spot: bool = False
     tier: str = "small"
     slots_per_replica: int = 64  # the deployment's max_in_flight_per_worker
+    # Warm replicas sleep (vLLM's sleep mode: no GPU memory, woken in seconds) where the
+    # worker was started able to (WorkerState.can_sleep).
+    warm_sleeps: bool = False
 
     @property
     def predictive(self) -> bool:
@@ -70,6 +73,8 @@ class WorkerState:
     since: float = 0.0  # when it entered its state
     observed_at: float = 0.0  # when in_flight was scraped
     managed: bool = True  # started by an actuator; others (SLUICE_WORKERS) are never drained
+    can_sleep: bool = False  # started with sleep mode (POST /sleep, /wake_up answer)
+    asleep: bool = False  # in sleep mode: holds no GPU memory, serves nothing until woken
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,19 @@ class Decision:
     drain: tuple[int, ...] = ()  # ready -> draining (no new requests)
     stop: tuple[int, ...] = ()  # stop now: not loading, no streams in flight
     to_warm: tuple[int, ...] = ()  # drained replicas kept, out of traffic, as the warm pool
+    wake: tuple[int, ...] = ()  # sleeping warm replicas to wake (those promoted: first)
+    sleep: tuple[int, ...] = ()  # warm replicas (or ones going warm now) to put to sleep
     inputs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def changes_fleet(self) -> bool:
         return bool(
-            self.promote or self.start or self.start_warm or self.drain or self.stop or self.to_warm
+            self.promote
+            or self.start
+            or self.start_warm
+            or self.drain
+            or self.stop
+            or self.to_warm
+            or self.wake
+            or self.sleep
         )

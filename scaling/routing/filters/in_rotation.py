@@ -10,7 +10,8 @@ from scaling.routing.router import Filter, Load, RouteContext
 
 class InRotation(Filter):
     """Only `ready` workers take new requests: a draining one finishes its streams and
-    leaves; starting, warm and dead ones are not serving."""
+    leaves; starting, warm and dead ones are not serving, nor is one in sleep mode (the
+    snapshot already leaves it out of the routable workers; this holds if that changes)."""
 
     def keep(self, worker: WorkerView, request: RouteContext, load: Load) -> bool:
-        return worker.state == "ready"
+        return worker.state == "ready" and not worker.sleeping
