@@ -15,6 +15,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from gateway.api_handler import split_application  # noqa: E402
 from gateway.body_limit import BodySizeLimit  # noqa: E402
 from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
+from gateway.drain_asgi import DrainGuard  # noqa: E402
 
 
 def with_static_files(app: Any) -> Any:
@@ -29,16 +30,20 @@ MULTIPART_OVERHEAD_BYTES = 64 * 1024  # the form's boundaries and other fields
 
 # WebSocket: session login (or an API key in the first message); the Origin must be one
 # of ALLOWED_HOSTS, so another site cannot ride a user's session cookie (CSRF for sockets).
-application = ProtocolTypeRouter(
-    {
-        # A batch input file may be far larger than a request (BATCH_FILE_MAX_BYTES).
-        "http": BodySizeLimit(
-            http_app,
-            settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-            {"/v1/files": settings.BATCH_FILE_MAX_BYTES + MULTIPART_OVERHEAD_BYTES},
-        ),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+# Outermost, the drain (gateway/drain_asgi.py): lifespan installs the SIGTERM drain, and
+# HTTP requests that reach a draining process are refused.
+application = DrainGuard(
+    ProtocolTypeRouter(
+        {
+            # A batch input file may be far larger than a request (BATCH_FILE_MAX_BYTES).
+            "http": BodySizeLimit(
+                http_app,
+                settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+                {"/v1/files": settings.BATCH_FILE_MAX_BYTES + MULTIPART_OVERHEAD_BYTES},
+            ),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )

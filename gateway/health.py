@@ -1,5 +1,8 @@
 """/healthz says the process is alive; /readyz says it can serve (database and Redis answer).
 
+A draining process (SIGTERM, gateway/drain.py) is alive but not ready: /readyz answers 503
+at once, without its checks, so a load balancer stops sending it requests.
+
 A separate cache Redis is checked too, but does not decide readiness: without it every
 request bypasses the caches and is still served, so taking the gateway out of rotation
 would turn a slower platform into an outage. Its failure shows in `checks` and `degraded`.
@@ -14,6 +17,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis, async_redis
+from gateway.drain import drain
 from inference.snapshot import fleet_view
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,9 @@ async def _check(name: str, probe: "asyncio.Future[object] | object") -> tuple[s
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
+    if drain.draining:
+        return JsonResponse({"status": "not ready", "draining": True}, status=503)
+
     async def redis_ping() -> None:
         await async_redis().ping()
 

@@ -5,9 +5,15 @@ and a memory-capped one for the response caches (unless CACHE_REDIS_URL is set).
 migrates, rotates the demo login and API key, and runs the ASGI server, the fleet scraper,
 the autoscaler loop, a Celery worker and Celery beat. Values a second terminal needs (Redis
 URLs, secret key) are recorded under var/.
+
+Ctrl-C drains: the ASGI server is stopped first and alone, and given GATEWAY_DRAIN_TIMEOUT_S
+to finish the requests and chat replies in flight (gateway/drain.py), while the model
+worker, Redis and the rest still run under them; then the rest stop. Ctrl-C again stops at
+once.
 """
 
 import json
+import math
 import os
 import re
 import secrets
@@ -18,7 +24,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from foundation import embedded_redis
+from foundation.env import env_float
+from gateway.drain import DEFAULT_TIMEOUT_S as DEFAULT_DRAIN_TIMEOUT_S
 from gateway.supervisor import Supervisor
 from inference import worker_command
 
@@ -72,6 +82,17 @@ def manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+def drain_timeout_s() -> float:
+    """GATEWAY_DRAIN_TIMEOUT_S, as gateway/settings.py reads it (read here before Django)."""
+    try:
+        value = env_float("GATEWAY_DRAIN_TIMEOUT_S", DEFAULT_DRAIN_TIMEOUT_S)
+    except ImproperlyConfigured as exc:
+        fail(str(exc))
+    if value < 0:
+        fail(f"GATEWAY_DRAIN_TIMEOUT_S={value} is negative")
+    return value
+
+
 def server_command(port: int) -> list[str]:
     name = os.environ.get("SLUICE_SERVER", "uvicorn")
     if name not in SERVERS:
@@ -82,7 +103,20 @@ def server_command(port: int) -> list[str]:
         if processes != "1":
             fail("daphne serves from one process; use SLUICE_SERVER=uvicorn for GATEWAY_PROCESSES")
         return [*args, "--bind", "127.0.0.1", "--port", str(port)]
-    return [*args, "--host", "127.0.0.1", "--port", str(port), "--workers", processes]
+    # uvicorn's own wait for HTTP on SIGTERM, in whole seconds; gateway/drain.py sets it to
+    # what is left of the same timeout when it hands the shutdown over.
+    graceful = str(math.ceil(drain_timeout_s()))
+    return [
+        *args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        processes,
+        "--timeout-graceful-shutdown",
+        graceful,
+    ]
 
 
 def start_redis(
@@ -204,7 +238,8 @@ def banner(port: int, demo: dict[str, str]) -> str:
             f'"What is the capital of France?"}}], "temperature": 0}}\'',
             f"  Usage:       curl -s -H 'Authorization: Bearer {demo['api_key']}' "
             f"{base}/api/v1/teams/{demo['team']}/usage/",
-            "  Ctrl-C stops everything.",
+            f"  Ctrl-C stops everything (replies in flight get {drain_timeout_s():g} s to "
+            "finish; Ctrl-C again: at once).",
             "",
         ]
     )
@@ -249,7 +284,7 @@ def start_and_supervise(supervisor: Supervisor, env: dict[str, str], var: Path, 
 def start_platform(
     supervisor: Supervisor, env: dict[str, str], port: int, var: Path, embedded_worker: bool = True
 ) -> None:
-    supervisor.start("web", server_command(port), env)
+    supervisor.start("web", server_command(port), env, drain_s=drain_timeout_s())
     manage_py = [sys.executable, str(BASE_DIR / "manage.py")]
     supervisor.start("scraper", [*manage_py, "scrape_workers"], env)
     # Every deployment with an enabled policy (setup_demo gives the embedded one min 1, max

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from foundation.channel_layer import channel_layers_for
 from foundation.env import env_bool, env_float, env_int, env_list, env_str, read_recorded
+from gateway.drain import DEFAULT_TIMEOUT_S as DEFAULT_DRAIN_TIMEOUT_S
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SLUICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -310,6 +311,11 @@ FLEET_SCRAPE_INTERVAL_S = env_float("FLEET_SCRAPE_INTERVAL_S", 1.0)
 FLEET_REFRESH_S = env_float("FLEET_REFRESH_S", 1.0)
 FLEET_STALE_AFTER_S = env_float("FLEET_STALE_AFTER_S", 5.0)
 GATEWAY_PROCESSES = env_int("GATEWAY_PROCESSES", 1, minimum=1)
+# SIGTERM (or `make run`'s Ctrl-C) drains a gateway process (gateway/drain.py): no new
+# requests, and what is in flight (HTTP, SSE, chat replies) gets this long to finish.
+GATEWAY_DRAIN_TIMEOUT_S = env_float("GATEWAY_DRAIN_TIMEOUT_S", DEFAULT_DRAIN_TIMEOUT_S)
+if GATEWAY_DRAIN_TIMEOUT_S < 0:
+    raise ImproperlyConfigured(f"GATEWAY_DRAIN_TIMEOUT_S={GATEWAY_DRAIN_TIMEOUT_S} is negative.")
 UPSTREAM_CONNECT_TIMEOUT_S = env_float("UPSTREAM_CONNECT_TIMEOUT_S", 2.0)
 UPSTREAM_FIRST_TOKEN_TIMEOUT_S = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT_S", 60.0)
 UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)

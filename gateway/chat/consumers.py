@@ -6,6 +6,13 @@ pipeline authorizes it again for every chat message, so a revoked key or a user 
 of their team is refused at their next message, not at their next connection. Errors use
 the same table, so a fault has the same code here as over HTTP. Message rates and failed
 authentications are limited per socket and per client address (gateway/chat/limits.py).
+
+When the process drains (SIGTERM, gateway/drain.py), each socket is a `DrainableSocket`:
+an idle one is told at once that the server is restarting (an `error` event,
+`503 service_unavailable`, which the web chat shows before it reconnects) and closed with
+1012 (service restart); one with a reply streaming lets the reply finish (`done`, then
+`quota`) and then does the same. A reply still streaming near the drain deadline is
+stopped, as a client's `stop` would stop it.
 """
 
 import asyncio
@@ -24,6 +31,8 @@ from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import limits_for_team
 from gateway.chat.history import ChatThread, completion_body, reply_figures
 from gateway.chat.limits import SocketLimits
+from gateway.drain import drain
+from gateway.drain_asgi import restarting
 from gateway.serving.admission import (
     ApiKeyCredential,
     Credential,
@@ -55,6 +64,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     generation: "asyncio.Task[None] | None"
     streaming: bool  # a reply is on its way; "done" clears it, before the quota follows
     socket_closed: bool  # by either side: nothing more is sent
+    restart_told: bool  # the drain's restart event is sent (or on its way): only once
     failed_auths: int
     limits: SocketLimits
 
@@ -65,9 +75,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.generation = None
         self.streaming = False
         self.socket_closed = False
+        self.restart_told = False
         self.failed_auths = 0
         self.limits = SocketLimits(self.scope)
         await self.accept()
+        if drain.add(self):  # connected as the process began to drain
+            await self._restarting()
+            return
         if logged_in:
             await self._send_quota()
             return
@@ -117,6 +131,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def disconnect(self, code: int) -> None:
         self.socket_closed = True
+        drain.discard(self)
         if self.generation is not None:
             self.generation.cancel()  # a closed socket stops the upstream generation
 
@@ -170,9 +185,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 api_error(Busy("A reply is still streaming; send {type: stop} first."))
             )
             return
+        if drain.draining:
+            return  # the restart event answers it: the socket closes without a new reply
         # A logged-in user's message may name a conversation to keep the reply in
         # (gateway/chat/history.py): checked to be theirs before any token is spent.
         thread = await ChatThread.from_message(self.credential, content)
+        if drain.draining or self.socket_closed:
+            return  # the drain began meanwhile (or the client left): no reply starts
         if isinstance(thread, ApiError):
             await self._error(thread)
             return
@@ -231,6 +250,26 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             }
         )
         await self._send_quota()
+
+    async def drain(self) -> None:
+        """The process drains (gateway/drain.py): the reply in progress ends first (done,
+        error, or stopped by stop_reply), then the client is told and the socket closed.
+        New chat messages start nothing meanwhile (_start)."""
+        if self.generation is not None and not self.generation.done():
+            await asyncio.wait([self.generation])
+        await self._restarting()
+
+    def stop_reply(self) -> None:
+        if self.generation is not None:
+            self.generation.cancel()  # the reply ends with `stopped`, as on a client's stop
+
+    async def _restarting(self) -> None:
+        """Close with 1012 (service restart) after an event the web chat shows."""
+        if self.socket_closed or self.restart_told:
+            return
+        self.restart_told = True
+        await self._error(restarting())
+        await self._close(1012)
 
     async def _send_quota(self) -> None:
         """What the team has left of each limit, so the page can show it before and after."""
