@@ -18,6 +18,7 @@ call). Everything else keeps the full stack.
 import asyncio
 import logging
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any, cast
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -29,6 +30,7 @@ from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch
 from django.utils.log import log_response
 
+from gateway.api.common import EventStream
 from gateway.serving.errors import ApiError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +154,24 @@ class ApiHandler(ASGIHandler):
         response = await self.run_get_response(request)
         # The one SecurityMiddleware header that matters for JSON and SSE responses.
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        await self.send_response(response, send)
+        if isinstance(response, EventStream):
+            await self._send_events(response, send)
+        else:
+            await self.send_response(response, send)
+
+    async def _send_events(self, response: EventStream, send: Any) -> None:
+        """A stream's events straight to the socket, one ASGI message each, as they come
+        (Django's send_response maps every part through two more generators first)."""
+        headers = [
+            (name.encode("ascii"), value.encode("latin1")) for name, value in response.items()
+        ]
+        await send(
+            {"type": "http.response.start", "status": response.status_code, "headers": headers}
+        )
+        async with aclosing(response.events) as events:
+            async for event in events:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body"})
 
 
 class SplitByPath:

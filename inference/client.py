@@ -8,14 +8,16 @@ vLLM aborts a request whose connection closes.
 """
 
 import asyncio
-import json
 import logging
 import weakref
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
+import orjson
 from django.conf import settings
+
+from foundation.json_bytes import json_bytes
 
 logger = logging.getLogger(__name__)
 _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
@@ -49,9 +51,14 @@ def http_session() -> aiohttp.ClientSession:
     session = _sessions.get(loop)
     if session is None or session.closed:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30)
-        session = aiohttp.ClientSession(connector=connector)
+        # orjson for request bodies too (aiohttp's default is json.dumps).
+        session = aiohttp.ClientSession(connector=connector, json_serialize=_json_text)
         _sessions[loop] = session
     return session
+
+
+def _json_text(value: Any) -> str:
+    return json_bytes(value).decode()
 
 
 async def close_http_session() -> None:
@@ -64,23 +71,38 @@ async def close_http_session() -> None:
 Chunk = dict[str, Any]
 
 
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # one SSE event from a worker (a chunk with logprobs is KBs)
+
+
 async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[Chunk, None]:
-    """Parse an SSE body into chunk dicts; idle timeout between lines; stop at [DONE]."""
+    """Parse an SSE body into chunk dicts; idle timeout between reads; stop at [DONE].
+
+    Reads whatever the socket has (an event, usually whole, per read) and splits lines
+    itself: a readline per line cost two reads and two timeouts per event (an event is its
+    data line and a blank one), the largest share of a streamed chunk's gateway CPU. orjson
+    parses the data (several times faster than json; NaN is refused, as vLLM never sends)."""
+    content = response.content
+    idle = settings.UPSTREAM_IDLE_TIMEOUT_S
+    pending = b""
     while True:
         try:
-            async with asyncio.timeout(settings.UPSTREAM_IDLE_TIMEOUT_S):  # no task per line
-                line = await response.content.readline()
+            async with asyncio.timeout(idle):  # no task per read
+                data = await content.readany()
         except TimeoutError:
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
-        if not line:
+        if not data:
             raise UpstreamError("worker closed the stream before [DONE]", url, False)
-        text = line.decode().strip()
-        if not text.startswith("data:"):
-            continue
-        data = text[5:].strip()
-        if data == "[DONE]":
-            return
-        yield json.loads(data)
+        lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
+        pending = lines.pop()  # the part after the last newline: an unfinished line
+        if len(pending) > MAX_EVENT_BYTES:
+            raise UpstreamError("worker sent an event over the size limit", url, False)
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # blank separators, comments, event: and id: fields
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                return
+            yield orjson.loads(payload)
 
 
 async def _open(

@@ -1,10 +1,14 @@
 """What every /v1/ adapter does around its pipeline: read the bearer key, and finish the
 response (the request counter, x-request-id and the pipeline's headers)."""
 
-from django.http import HttpRequest
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
 from foundation import metrics
+from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import authenticate_key, bearer_token
 from gateway.accounts.records import KeyRecord
 from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
@@ -12,6 +16,24 @@ from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
 
 def credential(request: HttpRequest) -> ApiKeyCredential:
     return ApiKeyCredential(bearer_token(request.headers.get("Authorization")))
+
+
+class EventStream(StreamingHttpResponse):
+    """Server-sent events from an async generator of ready-made byte strings. The API
+    handler (gateway/api_handler.py) sends `events` to the socket as they come, skipping
+    Django's per-part wrapping of streaming content (a generator and a copy per chunk);
+    anywhere else it is an ordinary streaming response of the same bytes."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
+        super().__init__(events, content_type="text/event-stream")
+        self.events = events
+        self["Cache-Control"] = "no-cache"
+
+
+def json_response(body: Any, status: int = 200) -> HttpResponse:
+    """A JSON answer encoded by orjson (JsonResponse's encoder is several times slower on
+    a chat reply, and every non-streamed completion pays it)."""
+    return HttpResponse(json_bytes(body), content_type="application/json", status=status)
 
 
 def finish(

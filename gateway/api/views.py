@@ -9,7 +9,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -17,8 +17,9 @@ from django.views.decorators.http import require_GET, require_POST
 from caching import responses
 from caching.exact import CacheDirectives
 from foundation import metrics
+from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
-from gateway.api.common import credential, finish
+from gateway.api.common import EventStream, credential, finish, json_response
 from gateway.serving.chat_body import collect_reply
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
@@ -50,16 +51,14 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
     model = run.deployment.name
     if run.chat.stream:
-        stream = StreamingHttpResponse(_sse(run), content_type="text/event-stream")
-        stream["Cache-Control"] = "no-cache"
-        return finish(stream, request_id, run.response_headers(), model)
+        return finish(EventStream(_sse(run)), request_id, run.response_headers(), model)
     failure: ApiError | None = None
     async with run:  # settles before the reply goes out: its time is the gateway's
         try:
             body = await collect_reply(run)
         except DOMAIN_ERRORS as exc:
             failure = api_error(exc)
-    reply = JsonResponse(body) if failure is None else failure.response()
+    reply = json_response(body) if failure is None else failure.response()
     return finish(reply, request_id, run.response_headers(), model)
 
 
@@ -72,7 +71,7 @@ async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
                     visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
                     if run.chat.legacy_functions:
                         visible = legacy_chunk(visible)
-                    yield f"data: {json.dumps(visible)}\n\n".encode()
+                    yield b"data: " + json_bytes(visible) + b"\n\n"
             yield b"data: [DONE]\n\n"
         except DOMAIN_ERRORS as exc:  # a mid-stream failure ends the stream with an error chunk
             yield api_error(exc).sse_chunk()

@@ -1,0 +1,98 @@
+"""The worker client reads SSE however the bytes arrive: events split across reads, several
+in one read, CRLF lines, comments; it refuses an endless line; JSON the fast encoder
+refuses still goes out."""
+
+import asyncio
+import json
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from foundation.embedded_redis import free_port
+from foundation.json_bytes import json_bytes
+from inference import client
+from inference.client import UpstreamError, close_http_session, stream_from_worker
+
+pytestmark = pytest.mark.live  # a real HTTP server on loopback
+
+
+def chunk(text: str) -> dict[str, Any]:
+    return {
+        "id": "up-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"delta": {"content": text}}],
+    }
+
+
+async def serve(pieces: list[bytes], pause_s: float = 0.01) -> tuple[str, web.AppRunner]:
+    """A worker that writes its SSE body in exactly these pieces, pausing between them so
+    each arrives in a read of its own."""
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for piece in pieces:
+            await response.write(piece)
+            await asyncio.sleep(pause_s)
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return f"http://127.0.0.1:{port}", runner
+
+
+async def collected(pieces: list[bytes]) -> list[dict[str, Any]]:
+    url, runner = await serve(pieces)
+    try:
+        async with aclosing(stream_from_worker(url, "m", {"messages": []})) as chunks:
+            return [c async for c in chunks]
+    finally:
+        await close_http_session()
+        await runner.cleanup()
+
+
+def sse(*chunks: dict[str, Any], end: bytes = b"\n\n") -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + end for c in chunks)
+
+
+def test_an_event_split_across_reads_is_parsed_whole() -> None:
+    body = sse(chunk("Hello"), chunk(" world")) + b"data: [DONE]\n\n"
+    cut = [body[:9], body[9:31], body[31:70], body[70:]]  # mid-prefix, mid-JSON, mid-line
+    got = asyncio.run(collected(cut))
+    assert [c["choices"][0]["delta"]["content"] for c in got] == ["Hello", " world"]
+
+
+def test_several_events_in_one_read_crlf_lines_and_comments_are_read() -> None:
+    body = (
+        b": keep-alive comment\r\n\r\n"
+        + sse(chunk("a"), chunk("b"), end=b"\r\n\r\n")
+        + b"event: message\r\ndata: [DONE]\r\n\r\n"
+    )
+    got = asyncio.run(collected([body]))
+    assert [c["choices"][0]["delta"]["content"] for c in got] == ["a", "b"]
+
+
+def test_a_stream_that_ends_before_done_is_an_upstream_error() -> None:
+    with pytest.raises(UpstreamError, match="before \\[DONE\\]"):
+        asyncio.run(collected([sse(chunk("a"))]))
+
+
+def test_an_endless_line_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client, "MAX_EVENT_BYTES", 64 * 1024)
+    first = sse(chunk("a"))
+    endless = [first] + [b"x" * 32 * 1024] * 4  # 128 KiB without a newline
+    with pytest.raises(UpstreamError, match="size limit"):
+        asyncio.run(collected(endless))
+
+
+def test_values_the_fast_encoder_refuses_are_encoded_by_the_standard_one() -> None:
+    value = {"seed": 2**70, "text": "caf\u00e9"}
+    assert json.loads(json_bytes(value)) == value
+    assert json_bytes({"text": "caf\u00e9"}) == '{"text":"café"}'.encode()
