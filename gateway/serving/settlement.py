@@ -58,6 +58,12 @@ async def settle(run: "Completion") -> None:
         run.cache_result,
         run.status,
     )
+    if run.cache.key is None and run.cache.hit is None:
+        # The caches never considered it (a sampled request): nothing to count or keep
+        # there, and no task each for gather() to make.
+        metrics.cache_results.labels(run.deployment.name, run.cache_result).inc()
+        await billing
+        return
     await asyncio.gather(billing, _count_cache_outcome(run), _keep_reply(run))
 
 
