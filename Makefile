@@ -75,6 +75,11 @@ $(CHROMIUM):
 	      apt-get install -y --no-install-recommends chromium)
 
 run: $(RUN_DEPS) $(MODEL) $(EMBEDDER) $(FRONTEND)
+	# Static files under content-hashed names, which the gateway serves as immutable
+	# (gateway/static_files.py). A stand-in key only lets settings load for this command
+	# when none is set: the launcher makes the real one.
+	SECRET_KEY=$${SECRET_KEY:-collectstatic-only-key-not-used-by-the-running-platform} \
+	  $(PY) manage.py collectstatic --no-input -v 0
 	$(PY) -m gateway.launcher
 
 test: $(DEV_DEPS) $(MODEL) $(EMBEDDER) $(CHROMIUM) $(FRONTEND) lint typecheck pytest

@@ -2,6 +2,11 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Coalesce
 
+# How long a sampled reply is kept where a team turns cache_sampled on: the project seed's
+# five-minute default. Deterministic replies keep an hour (CACHE_EXACT_TTL_S,
+# CACHE_SEMANTIC_TTL_S); docs/caching.md, "How long replies are kept", says why they differ.
+SAMPLED_TTL_S = 300
+
 
 class CachePolicy(models.Model):
     """How a team's replies are cached. The row without a team is the global default;
@@ -24,6 +29,12 @@ class CachePolicy(models.Model):
     )
     exact_ttl_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
     semantic_ttl_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    sampled_ttl_s = models.PositiveIntegerField(
+        default=SAMPLED_TTL_S,
+        validators=[MinValueValidator(1)],
+        help_text="How long a sampled reply (kept only with cache_sampled) lives in either "
+        "cache, unless a request asks otherwise: one draw stands in for the others briefly.",
+    )
     max_age_s = models.PositiveIntegerField(
         default=7 * 24 * 3600,
         validators=[MinValueValidator(1)],

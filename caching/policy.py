@@ -6,12 +6,12 @@ process copy for AUTH_PROCESS_CACHE_TTL_S, then Redis, then the database), so an
 change reaches every gateway process within that bound plus one Redis round trip.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from django.conf import settings
 
-from caching.models import CachePolicy
+from caching.models import SAMPLED_TTL_S, CachePolicy
 from foundation.record_cache import RecordCache
 
 GLOBAL = "global"
@@ -21,6 +21,7 @@ POLICY_FIELDS = [
     "cache_sampled",
     "exact_ttl_s",
     "semantic_ttl_s",
+    "sampled_ttl_s",
     "max_age_s",
     "similarity_threshold",
     "verify_enabled",
@@ -41,6 +42,16 @@ class CacheSettings:
     verify_enabled: bool
     max_entry_bytes: int
     memory_budget_bytes: int
+    # Last, with a default: a record published before the field existed still decodes.
+    sampled_ttl_s: int = SAMPLED_TTL_S
+
+    def for_request(self, deterministic: bool) -> "CacheSettings":
+        """The policy a request's reply is kept under. A sampled reply (cached at all only
+        with cache_sampled) lives sampled_ttl_s in both caches; a deterministic one the
+        caches' own TTLs. A TTL the request asks for still wins (ttl_for)."""
+        if deterministic:
+            return self
+        return replace(self, exact_ttl_s=self.sampled_ttl_s, semantic_ttl_s=self.sampled_ttl_s)
 
     def ttl_for(self, kind_ttl_s: int, requested_ttl_s: int | None) -> int:
         """A request may ask for its own TTL; the hard maximum age always wins."""
@@ -54,6 +65,7 @@ def default_settings() -> CacheSettings:
         cache_sampled=False,
         exact_ttl_s=settings.CACHE_EXACT_TTL_S,
         semantic_ttl_s=settings.CACHE_SEMANTIC_TTL_S,
+        sampled_ttl_s=SAMPLED_TTL_S,
         max_age_s=settings.CACHE_EXACT_MAX_TTL_S,
         similarity_threshold=settings.CACHE_SEMANTIC_THRESHOLD,
         verify_enabled=True,

@@ -99,6 +99,7 @@ async def plan(
         return CachePlan(Outcome.BYPASS)
     if not cacheable(policy, chat):
         return CachePlan(Outcome.BYPASS)
+    policy = policy.for_request(exact.is_deterministic(chat))  # sampled: sampled_ttl_s
     key = exact.cache_key(team_id, deployment, chat)
     question = semantic.question_of(chat) if semantic_allowed(chat) else None
     context = None if question is None else semantic.context_key(team_id, deployment, chat)

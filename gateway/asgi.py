@@ -1,5 +1,4 @@
 import os
-from typing import Any
 
 import django
 
@@ -10,22 +9,15 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from gateway.api_handler import split_application  # noqa: E402
 from gateway.body_limit import BodySizeLimit  # noqa: E402
 from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
 from gateway.drain_asgi import DrainGuard  # noqa: E402
 
-
-def with_static_files(app: Any) -> Any:
-    """Static files (admin styles and scripts) come from the apps' static folders; no CDN,
-    no collectstatic step for `make run`. Behind a CDN or nginx in production, set
-    SERVE_STATIC=0. API requests never pass through this handler."""
-    return ASGIStaticFilesHandler(app) if settings.SERVE_STATIC else app
-
-
-http_app = split_application(with_static_files)
+# Static files are served by WhiteNoise, a middleware of the full stack (SERVE_STATIC,
+# gateway/static_files.py): API requests never pass through it.
+http_app = split_application()
 MULTIPART_OVERHEAD_BYTES = 64 * 1024  # the form's boundaries and other fields
 
 # WebSocket: session login (or an API key in the first message); the Origin must be one

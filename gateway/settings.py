@@ -58,8 +58,13 @@ INSTALLED_APPS = [
     "scaling",
 ]
 
+# The gateway serves its own static files unless a proxy or CDN in front does (SERVE_STATIC=0,
+# deploy/edge/): WhiteNoise, on the full Django stack only (gateway/static_files.py).
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    *(["gateway.static_files.StaticFilesMiddleware"] if SERVE_STATIC else []),
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -225,8 +230,17 @@ LOGIN_REDIRECT_URL = "chat"
 LOGOUT_REDIRECT_URL = "login"
 
 STATIC_URL = "static/"
-SERVE_STATIC = env_bool("SERVE_STATIC", True)
 STATIC_ROOT = VAR_DIR / "static"
+# collectstatic writes content-hashed copies, served as immutable; until it has run since
+# the last change under static/, pages link the plain names (gateway/static_files.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "gateway.static_files.HashedStaticFilesStorage"},
+}
+# Plain names come from the source files (the finders), so they are never stale copies,
+# and are cached for a minute; hashed ones from STATIC_ROOT, for good.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_MAX_AGE = 0 if DEBUG else 60
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",

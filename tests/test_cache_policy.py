@@ -1,6 +1,9 @@
 """Cache policies: per team over a global default over settings, editable by staff only
 (admin and management API), shared through Redis so every process sees a change."""
 
+import json
+from dataclasses import asdict
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
@@ -9,7 +12,8 @@ from rest_framework.test import APIClient
 
 from caching.actions import update_cache_policy
 from caching.models import CachePolicy
-from caching.policy import cache_policies, policy_for_team
+from caching.policy import cache_policies, default_settings, policy_for_team
+from foundation.redis_clients import sync_redis
 from gateway.accounts import actions
 from gateway.accounts.models import Membership
 
@@ -93,6 +97,7 @@ def test_the_admin_page_is_for_staff_and_a_save_applies(team):
         "semantic_enabled": "on",
         "exact_ttl_s": 60,
         "semantic_ttl_s": 60,
+        "sampled_ttl_s": 30,
         "max_age_s": 600,
         "similarity_threshold": 0.96,
         "verify_enabled": "on",
@@ -102,3 +107,31 @@ def test_the_admin_page_is_for_staff_and_a_save_applies(team):
     response = staff.post("/admin/caching/cachepolicy/add/", form)
     assert response.status_code == 302, response.content
     assert fresh(team.pk) == 0.96
+
+
+@pytest.mark.unit
+def test_sampled_replies_are_kept_five_minutes_and_deterministic_ones_an_hour(settings):
+    """The seed's 5-minute default, for sampled replies where a team turns cache_sampled
+    on; deterministic replies keep the caches' longer TTLs (docs/caching.md says why)."""
+    settings.CACHE_EXACT_TTL_S = settings.CACHE_SEMANTIC_TTL_S = 3600
+    default = default_settings()
+    assert default.sampled_ttl_s == CachePolicy().sampled_ttl_s == 300
+    sampled = default.for_request(deterministic=False)
+    assert (sampled.exact_ttl_s, sampled.semantic_ttl_s) == (300, 300)
+    assert sampled.ttl_for(sampled.exact_ttl_s, None) == 300
+    assert sampled.ttl_for(sampled.exact_ttl_s, 30) == 30  # x-sluice-cache-ttl still wins
+    assert default.for_request(deterministic=True) == default
+
+
+@pytest.mark.live
+def test_a_teams_sampled_ttl_applies_and_records_from_before_it_still_decode(team):
+    update_cache_policy(team.pk, cache_sampled=True, sampled_ttl_s=120)
+    cache_policies.clear_local()
+    sampled = effective(team.pk).for_request(deterministic=False)
+    assert (sampled.exact_ttl_s, sampled.semantic_ttl_s) == (120, 120)
+    # A record as a gateway of the previous release published it, without the field.
+    old = asdict(effective(team.pk))
+    del old["sampled_ttl_s"]
+    sync_redis().set(cache_policies.redis_key(str(team.pk)), json.dumps(old))
+    cache_policies.clear_local()
+    assert effective(team.pk).sampled_ttl_s == 300

@@ -2,12 +2,15 @@
 
 import http.client
 import json
+import time
 from typing import Any
 
 import openai
 import pytest
 import redis
 
+from caching.actions import update_cache_policy
+from caching.exact import KEY_PREFIX
 from foundation.embedded_redis import free_port
 from gateway.accounts import actions
 from gateway.usage.ledger import ingest
@@ -205,3 +208,25 @@ def test_a_hit_after_redis_forgot_its_scripts_still_raises_the_entrys_value(plat
         return int(json.loads(meta)["f"]) if json.loads(meta)["f"] == 3 else None
 
     assert wait_until(frequency, 5, "the third request's hit to be counted") == 3
+
+
+def test_a_sampled_reply_is_kept_five_minutes_and_a_deterministic_one_an_hour(platform):
+    """Where a team caches sampled replies, they live sampled_ttl_s (300 s); deterministic
+    ones keep the exact cache's hour."""
+    update_cache_policy(platform["team"].pk, cache_sampled=True)
+    time.sleep(2.1)  # every gateway process re-reads its copy of the policy within 2 s
+    client, cache = platform["client"], redis.Redis.from_url(platform["redis_url"])
+    for text, temperature in (("Tell me a story", 0.9), ("What is 2 + 2?", 0)):
+        client.chat.completions.create(
+            model="small-model",
+            max_tokens=4,
+            messages=[{"role": "user", "content": text}],
+            temperature=temperature,
+        )
+
+    def ttls() -> list[int]:
+        found = sorted(cache.ttl(k) for k in cache.scan_iter(f"{KEY_PREFIX}*"))
+        return found if len(found) == 2 else []
+
+    sampled, deterministic = wait_until(ttls, 10, "both replies to be kept")
+    assert 0 < sampled <= 300 < deterministic <= 3600

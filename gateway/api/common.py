@@ -28,6 +28,7 @@ class EventStream(StreamingHttpResponse):
         super().__init__(events, content_type="text/event-stream")
         self.events = events
         self["Cache-Control"] = "no-cache"
+        self["X-Accel-Buffering"] = "no"  # nginx relays each event at once, whatever its config
 
 
 def json_response(body: Any, status: int = 200) -> HttpResponse:

@@ -20,6 +20,7 @@ from foundation import metrics
 from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import EventStream, credential, finish, json_response
+from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.serving.chat_body import collect_reply
 from gateway.serving.completion import Completion
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
@@ -118,6 +119,7 @@ def _false_hit_request_id(raw: bytes) -> str:
 
 
 @require_GET
+@http_cacheable(MODEL_LIST_MAX_AGE_S)
 async def models(request: HttpRequest) -> HttpResponse:
     """GET /v1/models: what this key may use (all of them for a key without allowed models)."""
     try:
@@ -129,6 +131,7 @@ async def models(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@http_cacheable(MODEL_LIST_MAX_AGE_S)
 async def model(request: HttpRequest, model_id: str) -> HttpResponse:
     """GET /v1/models/{id}: the entry /v1/models lists under that id; 403 model_not_allowed
     for a model the key may not use (as a chat completion with it), 404 model_not_found for
