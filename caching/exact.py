@@ -164,9 +164,12 @@ def replay_chunks(
     return chunks
 
 
-def usage(reply: CachedReply) -> dict[str, int]:
+def usage(reply: CachedReply) -> dict[str, Any]:
+    """A replayed reply's usage: what it cost when generated, its whole prompt reported as
+    cached (OpenAI's prompt_tokens_details), since none of it was processed again."""
     return {
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": reply.prompt_tokens},
     }

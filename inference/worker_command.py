@@ -59,6 +59,9 @@ def worker_command(
         "--port",
         str(port),
         "--enable-prefix-caching",
+        # usage.prompt_tokens_details.cached_tokens: the prompt's prefix-cache hits, passed on
+        # to clients as OpenAI reports them.
+        "--enable-prompt-tokens-details",
         "--disable-uvicorn-access-log",
     ]
     if device == "cuda":

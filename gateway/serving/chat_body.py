@@ -33,5 +33,6 @@ async def collect_reply(run: Completion) -> dict[str, Any]:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": run.cached_prompt_tokens()},
         },
     }

@@ -78,7 +78,7 @@ class Completion:
         self.coalesced = False  # read another identical request's generation
         self.reply = ReplyAssembler()  # assembled only when the reply will be cached
         self.created = int(time.time())
-        self.usage: dict[str, int] | None = None
+        self.usage: dict[str, Any] | None = None
         self.cost_micros = 0  # what it was billed, once settled
         self.chunks_with_text = 0
         self.worker_url = ""
@@ -197,9 +197,17 @@ class Completion:
         """The reply's size as the worker reported it (a cache hit: as stored), else what
         was streamed so far with the admission estimate of the prompt."""
         if self.usage is not None:
-            return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
+            return _reported(self.usage)
         produced = self.chunks_with_text
         return (self.chat.estimated_prompt_tokens() if produced else 0), produced
+
+    def cached_prompt_tokens(self) -> int:
+        """How much of the prompt the worker read from its prefix cache, as it reported
+        (vLLM's prompt_tokens_details, with --enable-prompt-tokens-details); a reply from
+        Sluice's own caches reports its whole prompt (exact.usage)."""
+        details = (self.usage or {}).get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return cached if isinstance(cached, int) and cached >= 0 else 0
 
     async def billed_tokens(self) -> tuple[int, int]:
         """What the GPU did for this request, in (prompt, completion) tokens.
@@ -214,7 +222,7 @@ class Completion:
         if self.served_without_generating:
             return 0, 0
         if self.usage is not None:
-            return self.usage.get("prompt_tokens", 0), self.usage.get("completion_tokens", 0)
+            return _reported(self.usage)
         if self.dispatched_to is None:
             return 0, 0
         if self.status == "failed" and not self.worker_url:
@@ -311,3 +319,7 @@ class Completion:
             self.chunks_with_text += 1
             if self.ttft_s is None:
                 self.ttft_s = time.monotonic() - self.started_at
+
+
+def _reported(usage: dict[str, Any]) -> tuple[int, int]:
+    return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))

@@ -117,11 +117,14 @@ def _logprobs_for(options: dict[str, Any], token: str, position: int) -> dict[st
     return logprobs(token, position, int(options.get("top_logprobs") or 0))
 
 
-def _usage(request: SimRequest) -> dict[str, int]:
+def _usage(request: SimRequest) -> dict[str, Any]:
+    """As vLLM reports it with --enable-prompt-tokens-details: the prompt's tokens read from
+    the prefix cache in prompt_tokens_details."""
     return {
         "prompt_tokens": request.prompt_len,
         "completion_tokens": request.generated,
         "total_tokens": request.prompt_len + request.generated,
+        "prompt_tokens_details": {"cached_tokens": request.cached_tokens},
     }
 
 
