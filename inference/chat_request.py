@@ -56,6 +56,11 @@ class ChatRequest:
     # The request used the legacy functions fields: messages and options hold their
     # tool-calling form, and the reply goes back as function_call (inference/chat_tools.py).
     legacy_functions: bool = False
+    # What to do when the prompt plus max_tokens does not fit the context window, as the
+    # client asked for this request (refuse, clamp or trim: gateway/serving/context_trim.py
+    # checks it); None follows the team's policy. Not part of the body: HTTP's
+    # x-sluice-context-policy header, or the socket's context_policy field.
+    context_policy: str | None = None
 
     def estimated_prompt_tokens(self) -> int:
         """What admission reserves for the prompt before the worker has counted it: an

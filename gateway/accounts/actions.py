@@ -167,7 +167,7 @@ def update_quota_policy(
 ) -> QuotaPolicy:
     """Concurrent changes serialize on the row; the published record is the saved one. A
     team that followed the default gets its own policy: a copy of the default, changed.
-    max_tokens_policy: refuse or clamp (QuotaPolicy.LengthPolicy); None leaves it."""
+    max_tokens_policy: refuse, clamp or trim (QuotaPolicy.LengthPolicy); None leaves it."""
     _check_limits(changes)
     QuotaPolicy.objects.get_or_create(team=team, defaults=default_policy_values())
     policy = QuotaPolicy.objects.select_for_update().get(team=team)

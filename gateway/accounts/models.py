@@ -93,10 +93,13 @@ class QuotaPolicy(QuotaFields):
 
     class LengthPolicy(models.TextChoices):
         """What a request whose max_tokens does not fit (the model's context window, or
-        the team's max_tokens_cap) gets: refused with a 400, or max_tokens lowered."""
+        the team's max_tokens_cap) gets: refused with a 400, max_tokens lowered, or the
+        oldest turns left out (gateway/serving/context_trim.py). A request may choose
+        its own with x-sluice-context-policy (or the socket's context_policy field)."""
 
         REFUSE = "refuse", "Refuse (400 context_length_exceeded / max_tokens_over_cap)"
         CLAMP = "clamp", "Clamp max_tokens to what fits (header x-sluice-max-tokens-clamped)"
+        TRIM = "trim", "Trim the oldest turns to fit (header x-sluice-context-trimmed)"
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="quota")
     # The team's own: a team without a QuotaPolicy row is refused (the default).
@@ -104,8 +107,9 @@ class QuotaPolicy(QuotaFields):
         max_length=10,
         choices=LengthPolicy.choices,
         default=LengthPolicy.REFUSE,
-        help_text="max_tokens over the context window or the cap: refuse, or clamp it to what "
-        "fits (a prompt that alone does not fit is always refused)",
+        help_text="A prompt plus max_tokens over the context window, or max_tokens over the "
+        "cap: refuse; clamp max_tokens to what fits; or trim the oldest turns (keeping system "
+        "messages and the last user message) until it fits the window, and refuse over the cap",
     )
 
     class Meta:

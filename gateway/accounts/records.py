@@ -49,6 +49,9 @@ class QuotaLimits:
     # max_tokens over the context window or max_tokens_cap: lowered to fit, not refused
     # (a team's own policy only: the platform default refuses).
     clamp_max_tokens: bool = False
+    # Over the context window: the oldest turns left out to fit (gateway/serving/
+    # context_trim.py); over max_tokens_cap it refuses. A team's own policy only, too.
+    trim_context: bool = False
     # Tokens a team's unfinished batches may hold (gateway/batches); None: no limit.
     batch_queue_tokens: int | None = None
 
@@ -83,6 +86,8 @@ def quota_limits_from_row(policy: QuotaFields | None) -> QuotaLimits:
         batch_queue_tokens=policy.max_batch_queue_tokens,
         clamp_max_tokens=isinstance(policy, QuotaPolicy)
         and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.CLAMP,
+        trim_context=isinstance(policy, QuotaPolicy)
+        and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.TRIM,
     )
 
 

@@ -23,6 +23,7 @@ from gateway.api.common import EventStream, credential, finish, json_response
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.serving.chat_body import collect_reply
 from gateway.serving.completion import Completion
+from gateway.serving.context_trim import POLICY_HEADER, with_requested_policy
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
 from gateway.serving.pipeline import (
     model_of,
@@ -30,7 +31,7 @@ from gateway.serving.pipeline import (
     open_completion,
     rate_limit_headers_of,
 )
-from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.chat_request import ChatRequest, InvalidRequest, parse_chat_request
 from inference.chat_tools import legacy_chunk
 from inference.deployments import DeploymentInfo, catalog, known_context_length
 from inference.reply import openai_logprobs
@@ -44,9 +45,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     try:
         caller_key = credential(request)
         directives = CacheDirectives.from_headers(request.headers)
-        run = await open_completion(
-            caller_key, lambda: parse_chat_request(request.body), directives, request_id
-        )
+        policy = request.headers.get(POLICY_HEADER)  # the request's own context policy
+
+        def read() -> ChatRequest:  # validated after authentication, the header with it
+            return with_requested_policy(parse_chat_request(request.body), policy, POLICY_HEADER)
+
+        run = await open_completion(caller_key, read, directives, request_id)
     except DOMAIN_ERRORS as exc:
         error = api_error(exc)
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))

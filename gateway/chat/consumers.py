@@ -39,9 +39,10 @@ from gateway.serving.admission import (
     NoCredential,
     SessionUserCredential,
 )
+from gateway.serving.context_trim import POLICY_FIELD, Policy, with_requested_policy
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, Busy, api_error
 from gateway.serving.pipeline import new_request_id, open_completion
-from inference.chat_request import chat_request_from
+from inference.chat_request import ChatRequest, chat_request_from
 
 logger = logging.getLogger(__name__)
 
@@ -196,25 +197,33 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(thread)
             return
         body = completion_body(content)
+        # The socket's context policy (docs/websocket.md): trim unless the message names one,
+        # so a long conversation loses its oldest turns (and says so) instead of failing.
+        policy = body.pop(POLICY_FIELD, None)
+        policy = Policy.TRIM.value if policy is None else policy
         self.streaming = True
-        self.generation = asyncio.create_task(self._generate({**body, "stream": True}, thread))
+        self.generation = asyncio.create_task(
+            self._generate({**body, "stream": True}, thread, policy)
+        )
         self.generation.add_done_callback(_generation_ended)
 
-    async def _generate(self, body: dict[str, Any], thread: ChatThread) -> None:
+    async def _generate(self, body: dict[str, Any], thread: ChatThread, policy: object) -> None:
         try:
-            await self._reply(body, thread)
+            await self._reply(body, thread, policy)
         finally:
             self.streaming = False
 
-    async def _reply(self, body: dict[str, Any], thread: ChatThread) -> None:
+    async def _reply(self, body: dict[str, Any], thread: ChatThread, policy: object) -> None:
         request_id = new_request_id()
         text: list[str] = []
+
+        def read() -> ChatRequest:  # validated after authentication, the policy with it
+            return with_requested_policy(chat_request_from(body), policy, POLICY_FIELD)
+
         try:
             # The same caches as the HTTP API (a sampled chat bypasses them unless the
             # team's cache policy says to cache sampled requests too).
-            run = await open_completion(
-                self.credential, lambda: chat_request_from(body), CacheDirectives(), request_id
-            )
+            run = await open_completion(self.credential, read, CacheDirectives(), request_id)
         except DOMAIN_ERRORS as exc:
             await self._error(api_error(exc), request_id)
             return
@@ -236,6 +245,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             "total_tokens": prompt + completion,
         }
         model, cache = run.deployment.name, str(run.cache_result)
+        # Messages left out to fit the context window: the web chat tells the user.
+        trimmed = run.target.context_trimmed
         saved = await thread.record(body, run, "".join(text), stopped=event == "stopped")
         self.streaming = False  # the client may send its next message once it reads this
         await self.send_json(
@@ -246,6 +257,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 "cache": cache,
                 "usage": usage,
                 **reply_figures(run),
+                **({"context_trimmed": trimmed} if trimmed else {}),
                 **saved,
             }
         )

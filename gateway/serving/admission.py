@@ -8,6 +8,7 @@ told.
 import asyncio
 import logging
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
@@ -23,6 +24,13 @@ from gateway.accounts.models import Membership
 from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
 from gateway.accounts.records import KeyRecord, key_records, limits_for_team
 from gateway.accounts.rejections import count_rejection
+from gateway.serving.context_trim import (
+    TRIMMED_HEADER,
+    KeptMessagesTooLong,
+    Policy,
+    team_policy,
+    trim_to_fit,
+)
 from gateway.serving.errors import (
     ContextLengthExceeded,
     ModelNotFound,
@@ -31,7 +39,7 @@ from gateway.serving.errors import (
 )
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog, context_length
-from inference.prompt_tokens import prompt_counters
+from inference.prompt_tokens import PromptCounter, prompt_counters
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
 
 logger = logging.getLogger(__name__)
@@ -127,13 +135,17 @@ class Target:
     deployment: DeploymentInfo
     tier_route: TierRoute | None = None
     max_tokens_clamped_from: int | None = None  # the client's max_tokens, when lowered
+    context_trimmed: int = 0  # messages left out to fit the context window
 
     def headers(self) -> dict[str, str]:
         """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto";
-        x-sluice-max-tokens-clamped (the client's max_tokens) for one clamped to fit."""
+        x-sluice-max-tokens-clamped (the client's max_tokens) for one clamped to fit;
+        x-sluice-context-trimmed (messages left out) for one trimmed to fit."""
         headers = self.tier_route.headers() if self.tier_route is not None else {}
         if self.max_tokens_clamped_from is not None:
             headers[CLAMPED_HEADER] = str(self.max_tokens_clamped_from)
+        if self.context_trimmed:
+            headers[TRIMMED_HEADER] = str(self.context_trimmed)
         return headers
 
 
@@ -197,45 +209,71 @@ async def count_prompt(chat: ChatRequest, deployment: DeploymentInfo) -> PromptS
     the upper-leaning estimate (inference/prompt_tokens.py): counted once per request, for
     the context window and the reservation."""
     counter = await prompt_counters.for_model(deployment.served_model_name)
+    return PromptSize(await _count(counter, chat), counter.exact_for(chat))
+
+
+async def _count(counter: PromptCounter, chat: ChatRequest) -> int:
     if chat.estimated_prompt_tokens() > COUNT_IN_THREAD_ABOVE:
         # About 1 us a token: a long prompt is counted off the event loop (the tokenizer
         # releases the GIL), so other requests are not held up behind it.
-        tokens = await asyncio.to_thread(counter.count, chat)
-    else:
-        tokens = counter.count(chat)
-    return PromptSize(tokens, counter.exact_for(chat))
+        return await asyncio.to_thread(counter.count, chat)
+    return counter.count(chat)
 
 
 async def fit_max_tokens(
     caller: Caller, chat: ChatRequest, target: Target, size: PromptSize
-) -> tuple[ChatRequest, Target]:
-    """Make max_tokens fit, before any quota is spent or any queue joined: the deployment's
-    context window (the prompt estimate plus max_tokens) and the team's max_tokens_cap.
+) -> tuple[ChatRequest, Target, PromptSize]:
+    """Make the request fit, before any quota is spent or any queue joined: the deployment's
+    context window (the prompt plus max_tokens) and the team's max_tokens_cap. The policy
+    is the request's own (chat.context_policy: x-sluice-context-policy, or the socket's
+    field) or else the team's (docs/accounts.md, "Context windows and max_tokens").
 
-    Under the team's "refuse" policy (the default) a request over the window is refused
-    here with context_length_exceeded; one over the cap goes on to admit(), which refuses
-    it as before. Under "clamp" max_tokens is lowered to what fits both, and the target
-    remembers the client's figure for the x-sluice-max-tokens-clamped header. A prompt
-    that alone fills the window (no room for one token) is refused whatever the policy.
-    `size` is count_prompt()'s: exact for a model whose tokenizer is on this host, else
-    an estimate that leans high (bytes / 3), so a clamp leaves some room unused rather
-    than letting the worker refuse."""
+    Under "refuse" (the default) a request over the window is refused here with
+    context_length_exceeded; one over the cap goes on to admit(), which refuses it as
+    before. Under "clamp" max_tokens is lowered to what fits both, and the target
+    remembers the client's figure for the x-sluice-max-tokens-clamped header. Under "trim"
+    the oldest turns are left out until the prompt plus max_tokens fits the window
+    (gateway/serving/context_trim.py: the target counts them for x-sluice-context-trimmed,
+    and the size returned is the trimmed prompt's, for the reservation); if the kept
+    messages alone do not fit it is refused, and over the cap it refuses as "refuse" does:
+    trim never lowers max_tokens. A prompt that alone fills the window (no room for one
+    token) is refused under refuse and clamp. `size` is count_prompt()'s: exact for a
+    model whose tokenizer is on this host, else an estimate that leans high (bytes / 3),
+    so a clamp or a trim leaves some room unused rather than letting the worker refuse."""
     window = await context_length(target.deployment)
+    limits = await limits_for_team(caller.team_id)
+    policy = chat.context_policy or team_policy(limits)
+    if policy == Policy.TRIM and window is not None and size.tokens + chat.max_tokens > window:
+        chat, target, size = await _trimmed(chat, target, window)
     prompt, name, estimated = size.tokens, target.deployment.name, not size.exact
     if window is not None and prompt >= window:
         raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
     fits = chat.max_tokens if window is None else min(chat.max_tokens, window - prompt)
-    limits = await limits_for_team(caller.team_id)
     if limits.max_tokens_cap is not None:
         fits = min(fits, limits.max_tokens_cap)
     if fits >= chat.max_tokens:
-        return chat, target
-    if not limits.clamp_max_tokens:
+        return chat, target, size
+    if policy != Policy.CLAMP:
         if window is not None and prompt + chat.max_tokens > window:
             raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
-        return chat, target  # over the cap only: admit() refuses it (max_tokens_over_cap)
+        return chat, target, size  # over the cap only: admit() refuses it (max_tokens_over_cap)
     clamped = replace(target, max_tokens_clamped_from=chat.max_tokens)
-    return replace(chat, max_tokens=fits), clamped
+    return replace(chat, max_tokens=fits), clamped, size
+
+
+async def _trimmed(
+    chat: ChatRequest, target: Target, window: int
+) -> tuple[ChatRequest, Target, PromptSize]:
+    """The chat with its oldest turns left out to fit the window, counted as count_prompt
+    counts; KeptMessagesTooLong when the turns it must keep are too long already."""
+    deployment = target.deployment
+    counter = await prompt_counters.for_model(deployment.served_model_name)
+    trim = await trim_to_fit(chat, window - chat.max_tokens, partial(_count, counter))
+    exact = counter.exact_for(trim.chat)
+    if not trim.fits:
+        raise KeptMessagesTooLong(deployment.name, window, trim.tokens, chat.max_tokens, not exact)
+    logger.debug("%s: %d messages left out to fit %d tokens", deployment.name, trim.dropped, window)
+    return trim.chat, replace(target, context_trimmed=trim.dropped), PromptSize(trim.tokens, exact)
 
 
 async def reserve(

@@ -1,8 +1,9 @@
 """THE request pipeline: every chat completion, whatever its transport, takes these steps.
 
     1 authenticate   the transport's credential -> Caller (re-checked for every request)
-    2 admit          deployment (or model "auto" by tier), max_tokens fitted to the context
-                     window and cap (refused or clamped), then one atomic quota reservation
+    2 admit          deployment (or model "auto" by tier), the request fitted to the context
+                     window and cap (refused, max_tokens clamped, or the oldest turns trimmed),
+                     then one atomic quota reservation
     3 exact cache    team-scoped key over deployment revision and the whole request
     4 semantic cache embed, nearest neighbours in the context's vector set, verify
     5 coalesce       an identical request already generating is shared
@@ -84,7 +85,7 @@ async def open_completion(
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
         prompt = await count_prompt(chat, target.deployment)  # 2 admit: in the model's tokens
-        chat, target = await fit_max_tokens(caller, chat, target, prompt)  # 2: context window
+        chat, target, prompt = await fit_max_tokens(caller, chat, target, prompt)  # 2: window
         reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled

@@ -80,7 +80,10 @@ export function usageText(event, reply) {
   const cost = costText(event.cost_micros);
   const ttft = event.ttft_ms === null || event.ttft_ms === undefined ? ""
     : ` · first token ${event.ttft_ms} ms`;
-  return `${event.type === "stopped" ? "Stopped. " : ""}` +
+  // context_trimmed: messages the socket left out to fit the model (docs/websocket.md).
+  const trimmed = event.context_trimmed
+    ? "Older messages were left out to fit the model's context window. " : "";
+  return `${event.type === "stopped" ? "Stopped. " : ""}${trimmed}` +
     `Tokens: ${usage.prompt_tokens} in, ${usage.completion_tokens} out` +
     `${cost ? ` · ${cost}` : ""}${ttft}${cached}` +
     `${reply.requested === "auto" ? ` · auto chose ${event.model}` : ""}`;
