@@ -29,6 +29,14 @@ its share. A worker then runs at most 1/16 above its target, briefly.
 FAIR_QUEUEING=0 puts every request in one lane (first come first served within a
 priority, no caps), which is how the benchmark measures what fairness buys.
 
+Batch lines (Priority.BATCH) are placed by their own bound, not by the process's share:
+each goes only to a worker with batch room of its own (scaling/routing/batch_meter.py's
+WorkerAllowance: the worker's scraped spare below its target, plus the lines of ours that
+scrape counted, less ours on it now), chosen by the deployment's policy made for batch
+(policies.for_batch: spot workers first). The room comes from the fleet-wide scrape, so
+it is not divided by GATEWAY_PROCESSES: the batch runner is one process beside the
+gateways, and with the share it could fill only 1/GATEWAY_PROCESSES of each worker.
+
 The queue lengths are published to Redis (scaling/routing/queue_depth.py) by the gateway's
 own dispatcher, the one on the shared fleet view, and by any given a QueuePublisher: the
 autoscaler scales on them, since a worker's own waiting count stays near zero behind us.
@@ -44,8 +52,9 @@ from typing import Literal
 from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
+from scaling.routing.batch_meter import WorkerAllowance
 from scaling.routing.fair_queue import ANONYMOUS, FairQueue, Tenant
-from scaling.routing.policies import router_for
+from scaling.routing.policies import for_batch, router_for
 from scaling.routing.queue_depth import QueuePublisher
 from scaling.routing.router import Load, RouteContext, Router
 
@@ -53,6 +62,8 @@ from scaling.routing.router import Load, RouteContext, Router
 # start on a slot past a worker's share, one per this many slots of the share, instead of
 # waiting for the next release; the next release pays it back. See the module docstring.
 SLOTS_PER_BORROWED_SLOT = 16
+# A batch line that brings no RouteContext (an embeddings line) is placed by this policy.
+BATCH_DEFAULT_POLICY = "least_loaded"
 
 
 class Priority(IntEnum):
@@ -73,6 +84,7 @@ class QueueTimeout(Exception):
 class Lease:
     worker: WorkerView
     tenant: Tenant | None = None  # counted against its concurrency cap until released
+    batch_started_at: float | None = None  # a batch line's grant, in the batch allowance
 
 
 Picker = Callable[[Sequence[WorkerView], dict[str, int]], WorkerView]
@@ -159,6 +171,8 @@ class Dispatcher:
         self.in_flight: dict[str, int] = {}
         self.tenant_in_flight: dict[str, int] = {}  # leases held per tenant key, any deployment
         self.queues: dict[str, _Queue] = {}
+        self.batch_allowance = WorkerAllowance()  # batch lines per worker, and their room
+        self.batch_routers: dict[str, Router] = {}  # per policy, made for batch lines
 
     def queue_length(self, deployment: str) -> int:
         return len(self.queues.get(deployment, ()))
@@ -245,16 +259,23 @@ class Dispatcher:
                 if not waiter.future.done():
                     waiter.future.set_exception(NoHealthyWorker("no healthy worker available"))
                 continue
-            worker = self._choose(waiter, candidates)
-            if worker is None and queue.may_borrow(waiter):
-                worker = self._choose(waiter, candidates, borrowing=True)
-            if worker is None:
-                return  # every worker is full: wait for a release or the next re-check
+            if waiter.priority is Priority.BATCH:
+                worker = self._choose_for_batch(waiter, candidates)
+                if worker is None:
+                    return  # no worker has batch room: wait for a release or a re-check
+                started_at: float | None = self.batch_allowance.granted(worker)
+            else:
+                worker = self._choose(waiter, candidates)
+                if worker is None and queue.may_borrow(waiter):
+                    worker = self._choose(waiter, candidates, borrowing=True)
+                if worker is None:
+                    return  # every worker is full: wait for a release or the next re-check
+                started_at = None
             self.in_flight[worker.url] = self.in_flight.get(worker.url, 0) + 1
             if waiter.tenant is not None:
                 _add(self.tenant_in_flight, waiter.tenant.key, 1)
             queue.take(waiter)
-            waiter.future.set_result(Lease(worker, waiter.tenant))
+            waiter.future.set_result(Lease(worker, waiter.tenant, started_at))
 
     def _choose(
         self, waiter: _Waiter, candidates: list[WorkerView], borrowing: bool = False
@@ -271,9 +292,22 @@ class Dispatcher:
         load = Load(self.in_flight, slots)
         return self.routers(waiter.route.policy).route(candidates, waiter.route, load)
 
+    def _choose_for_batch(self, waiter: _Waiter, candidates: list[WorkerView]) -> WorkerView | None:
+        """A worker with batch room of its own, by the deployment's policy made for batch
+        lines (a line without a RouteContext: least loaded). Not the process's share of a
+        worker's slots: the room, from the fleet-wide scrape, is the bound."""
+        route = waiter.route or RouteContext(candidates[0].deployment, BATCH_DEFAULT_POLICY)
+        router = self.batch_routers.get(route.policy)
+        if router is None:
+            router = for_batch(self.routers(route.policy), self.batch_allowance)
+            self.batch_routers[route.policy] = router
+        return router.route(candidates, route, Load(self.in_flight, _whole_worker))
+
     def release(self, lease: Lease) -> None:
         url, deployment = lease.worker.url, lease.worker.deployment
         self.in_flight[url] = max(self.in_flight.get(url, 0) - 1, 0)
+        if lease.batch_started_at is not None:
+            self.batch_allowance.released(lease.worker, lease.batch_started_at)
         if (own := self.queues.get(deployment)) is not None:
             _add(own.held, (lease.tenant or ANONYMOUS).key, -1)
         to_serve = [deployment]
@@ -285,6 +319,11 @@ class Dispatcher:
         for name in to_serve:
             if (queue := self.queues.get(name)) is not None:
                 self._serve(queue, self.fleet.cached_routable(name))
+
+
+def _whole_worker(worker: WorkerView) -> int:
+    """A batch line's slots on a worker: all of them (its room is the bound that counts)."""
+    return worker.max_in_flight
 
 
 def _add(counts: dict[str, int], key: str, change: int) -> None:

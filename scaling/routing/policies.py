@@ -8,6 +8,9 @@
   with bounded load keeps one hot prefix from melting that worker. A returning session
   goes back where it went; load decides whatever neither affinity does.
 
+Batch lines use their deployment's policy made for batch (`for_batch`): only workers with
+batch room of their own, spot workers first.
+
 The parts live one per module in scaling/routing/filters/, scorers/ and pickers/ (the shape
 of llm-d's scheduler); this module only chooses and weighs them. docs/routing.md explains
 the choice and what `manage.py bench_routing` measured.
@@ -16,7 +19,9 @@ the choice and what `manage.py bench_routing` measured.
 import random
 from collections.abc import Callable
 
+from scaling.routing.batch_meter import WorkerAllowance
 from scaling.routing.filters.below_in_flight_limit import BelowInFlightLimit
+from scaling.routing.filters.has_batch_room import HasBatchRoom
 from scaling.routing.filters.healthy import Healthy
 from scaling.routing.filters.in_rotation import InRotation
 from scaling.routing.filters.serves_model import ServesModel
@@ -27,6 +32,7 @@ from scaling.routing.router import Filter, Router, Scorer
 from scaling.routing.scorers.load import LoadScorer
 from scaling.routing.scorers.prefix_affinity import PrefixAffinityScorer
 from scaling.routing.scorers.session_affinity import SessionAffinityScorer
+from scaling.routing.scorers.spot_first import SpotFirst
 
 FILTERS: tuple[Filter, ...] = (Healthy(), ServesModel(), InRotation(), BelowInFlightLimit())
 
@@ -51,6 +57,22 @@ def prefix_aware(rng: random.Random | None = None, epsilon: float = EPSILON) -> 
         (LoadScorer(), 1.0),
     ]
     return Router("prefix_aware", FILTERS, scorers, BestScore(rng))
+
+
+def for_batch(router: Router, allowance: WorkerAllowance) -> Router:
+    """A policy as batch lines use it: its filters, scorers and picker, plus HasBatchRoom
+    (a line goes only to a worker with spare capacity of its own, by `allowance`) and
+    SpotFirst weighted above all the policy's scorers together, so a spot worker with room
+    takes a batch line before any on-demand one and the policy decides among equals.
+    RoundRobin ignores scores: a round_robin deployment's lines go round the workers with
+    room, spot or not. The scorers are the policy's own objects (sessions are shared)."""
+    top = 1.0 + sum(weight for _, weight in router.scorers)
+    return Router(
+        f"{router.name}+batch",
+        [*router.filters, HasBatchRoom(allowance)],
+        [(SpotFirst(), top), *router.scorers],
+        router.picker,
+    )
 
 
 POLICIES: dict[str, Callable[..., Router]] = {

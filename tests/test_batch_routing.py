@@ -1,0 +1,398 @@
+"""Where batch lines go: only to a worker with batch room of its own, spot workers first,
+the room not divided among gateway processes; interactive routing as it was."""
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import pytest
+
+from inference import fleet
+from inference.client import close_http_session
+from inference.scraper import Scraper
+from inference.snapshot import FleetView, WorkerView
+from scaling.routing.batch_meter import BatchMeter, WorkerAllowance
+from scaling.routing.dispatcher import Dispatcher, Lease, Priority, QueueTimeout
+from scaling.routing.filters.has_batch_room import HasBatchRoom
+from scaling.routing.policies import for_batch, least_loaded, new_router, prefix_aware
+from scaling.routing.router import Load, RouteContext, Router
+from scaling.routing.scorers.spot_first import SpotFirst
+from scaling.routing.streaming import stream_completion
+from tests.sims import SimProcess
+from tests.test_fleet import StaticFleet
+
+SHARED_PREFIX = RouteContext("sim", "prefix_aware", prefix_key="one system prompt for all")
+
+
+def worker(
+    url: str,
+    *,
+    running: float = 0,
+    waiting: float = 0,
+    max_in_flight: int = 10,
+    spot: bool = False,
+    scraped_at: float | None = None,
+) -> WorkerView:
+    return WorkerView(
+        id=abs(hash(url)) % 10_000,
+        url=url,
+        deployment="sim",
+        upstream_model="sim",
+        state="ready",
+        max_in_flight=max_in_flight,
+        labels={"spot": True} if spot else {},
+        healthy=True,
+        running=running,
+        waiting=waiting,
+        kv_usage=0.0,
+        prefix_hit_rate=None,
+        ttft_p50_s=None,
+        ttft_p99_s=None,
+        scraped_at=time.time() if scraped_at is None else scraped_at,
+        error="",
+    )
+
+
+def seeded() -> Callable[[str], Router]:
+    """Routers whose ties break the same way on every run."""
+    routers: dict[str, Router] = {}
+
+    def router(policy: str) -> Router:
+        if policy not in routers:
+            routers[policy] = new_router(policy, random.Random(1))
+        return routers[policy]
+
+    return router
+
+
+async def grant_all(dispatcher: Dispatcher, route: RouteContext | None = None) -> list[Lease]:
+    """Batch leases until none is granted at once."""
+    leases = []
+    while True:
+        try:
+            leases.append(
+                await dispatcher.acquire("sim", Priority.BATCH, route=route, timeout_s=0.05)
+            )
+        except QueueTimeout:
+            return leases
+
+
+def per_worker(leases: list[Lease]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for lease in leases:
+        counts[lease.worker.url] = counts.get(lease.worker.url, 0) + 1
+    return counts
+
+
+# --- the allowance and the filter -------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_a_workers_room_is_its_own_spare_below_target(settings):
+    settings.BATCH_HEADROOM = 0.1
+    allowance = WorkerAllowance()
+    assert allowance.room(worker("http://a", running=3, waiting=1)) == 9 - 4
+    assert allowance.room(worker("http://a", running=9)) == 0
+    assert allowance.room(worker("http://a", running=12)) == -3  # over target: none
+    assert allowance.room(worker("http://a", running=2.5)) == 6  # part of a request is one
+
+
+@pytest.mark.unit
+def test_lines_placed_after_the_scrape_use_the_room_and_ending_frees_it(settings):
+    settings.BATCH_HEADROOM = 0.0
+    allowance = WorkerAllowance()
+    scraped = worker("http://a", running=1, max_in_flight=4, scraped_at=time.time() - 1)
+    started = [allowance.granted(scraped) for _ in range(3)]
+    assert allowance.room(scraped) == 0  # 4 slots: 1 other request, 3 of ours
+    allowance.released(scraped, started[0])
+    assert allowance.room(scraped) == 1  # that scrape never saw it: its slot is free now
+
+
+@pytest.mark.unit
+def test_our_lines_the_scrape_saw_are_ours_not_interactive_load(settings):
+    settings.BATCH_HEADROOM = 0.0
+    allowance = WorkerAllowance()
+    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
+    started = [allowance.granted(before) for _ in range(3)]
+    # Scraped after they started: the worker runs our 3 and 1 interactive request.
+    seen = replace(before, running=4, scraped_at=time.time() + 0.001)
+    assert allowance.room(seen) == 0
+    time.sleep(0.01)
+    allowance.released(seen, started[0])  # ended since that scrape: its slot is free
+    assert allowance.room(seen) == 1
+    # The next scrape no longer sees it: nothing to add back, nothing double counted.
+    later = replace(seen, running=3, scraped_at=time.time() + 0.001)
+    assert allowance.room(later) == 1
+
+
+@pytest.mark.unit
+def test_the_filter_keeps_only_workers_with_room(settings):
+    settings.BATCH_HEADROOM = 0.1
+    room = HasBatchRoom(WorkerAllowance())
+    assert room.keep(worker("http://a", running=8), SHARED_PREFIX, Load())
+    assert not room.keep(worker("http://a", running=9), SHARED_PREFIX, Load())
+
+
+# --- spot first ---------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_spot_first_rates_spot_workers_only():
+    workers = [worker("http://a", spot=True), worker("http://b")]
+    assert SpotFirst().scores(workers, SHARED_PREFIX, Load()) == [1.0, 0.0]
+    labelled_off = replace(workers[0], labels={"spot": False})
+    assert SpotFirst().scores([labelled_off], SHARED_PREFIX, Load()) == [0.0]
+
+
+@pytest.mark.unit
+def test_a_batch_line_takes_a_spot_worker_with_room_over_every_other_score(settings):
+    settings.BATCH_HEADROOM = 0.1
+    allowance = WorkerAllowance()
+    router = for_batch(prefix_aware(random.Random(1)), allowance)
+    spot = worker("http://spot", running=6, spot=True)
+    idle = [worker(f"http://idle{n}") for n in range(3)]
+    # Busier than the others and not the prefix's owner, still first while it has room.
+    for n in range(20):
+        request = RouteContext("sim", "prefix_aware", prefix_key=f"p{n}", session_key=f"u{n}")
+        assert router.route([*idle, spot], request, Load()) == spot
+    full = replace(spot, running=9)  # no room: the policy decides among the others
+    assert router.route([*idle, full], SHARED_PREFIX, Load()) in idle
+
+
+@pytest.mark.unit
+def test_interactive_routing_ignores_spot_labels_and_batch_room(settings):
+    settings.BATCH_HEADROOM = 0.1
+    spot = worker("http://spot", running=5, spot=True)
+    on_demand = worker("http://on-demand", running=1)
+    interactive = least_loaded(random.Random(1))
+    batch = for_batch(least_loaded(random.Random(1)), WorkerAllowance())
+    assert interactive.route([spot, on_demand], SHARED_PREFIX, Load()) == on_demand
+    assert batch.route([spot, on_demand], SHARED_PREFIX, Load()) == spot
+    no_room = replace(on_demand, running=9)  # interactive requests still go there
+    assert interactive.route([no_room], SHARED_PREFIX, Load()) == no_room
+    assert batch.route([no_room], SHARED_PREFIX, Load()) is None
+
+
+# --- the dispatcher -----------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_batch_lines_fill_each_worker_to_its_own_room_however_the_policy_would_pile(settings):
+    settings.BATCH_HEADROOM = 0.1
+    busy = worker("http://busy", running=6)  # interactive load on one worker
+    idle = worker("http://idle")
+    dispatcher = Dispatcher(StaticFleet([busy, idle]), routers=seeded())
+
+    async def scenario() -> None:
+        # Every line shares one prefix: prefix affinity alone would send them to one worker.
+        leases = await grant_all(dispatcher, SHARED_PREFIX)
+        assert per_worker(leases) == {"http://busy": 3, "http://idle": 9}
+        dispatcher.release(next(lease for lease in leases if lease.worker.url == "http://busy"))
+        again = await grant_all(dispatcher, SHARED_PREFIX)
+        assert per_worker(again) == {"http://busy": 1}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_batch_line_without_a_route_is_bound_by_room_too_and_prefers_spot(settings):
+    settings.BATCH_HEADROOM = 0.1
+    on_demand, spot = worker("http://on-demand"), worker("http://spot", running=4, spot=True)
+    dispatcher = Dispatcher(StaticFleet([on_demand, spot]))
+
+    async def scenario() -> None:
+        first = [await dispatcher.acquire("sim", Priority.BATCH) for _ in range(5)]
+        assert {lease.worker.url for lease in first} == {"http://spot"}  # 9 - 4 = 5 of room
+        rest = await grant_all(dispatcher)
+        assert per_worker(rest) == {"http://on-demand": 9}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_batch_room_is_not_divided_among_gateway_processes_but_interactive_slots_are(settings):
+    settings.BATCH_HEADROOM = 0.1
+    settings.GATEWAY_PROCESSES = 2
+    dispatcher = Dispatcher(StaticFleet([worker("http://a")]))
+    other = Dispatcher(StaticFleet([worker("http://a")]))
+
+    async def scenario() -> None:
+        assert len(await grant_all(dispatcher)) == 9  # the fleet's room, not 10 / 2
+        interactive = []
+        with pytest.raises(QueueTimeout):
+            while True:
+                interactive.append(await other.acquire("sim", timeout_s=0.05))
+        assert len(interactive) == 5  # this process's share of the worker's 10 slots
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_interactive_requests_are_placed_as_before_whatever_the_batch_room(settings):
+    settings.BATCH_HEADROOM = 0.1
+    over = worker("http://over", running=9)  # no batch room at all
+    dispatcher = Dispatcher(StaticFleet([over]))
+
+    async def scenario() -> None:
+        leases = [await dispatcher.acquire("sim", route=SHARED_PREFIX) for _ in range(10)]
+        assert {lease.worker.url for lease in leases} == {"http://over"}
+        assert all(lease.batch_started_at is None for lease in leases)
+        assert dispatcher.batch_allowance.lines == {}
+        with pytest.raises(QueueTimeout):
+            await dispatcher.acquire("sim", Priority.BATCH, timeout_s=0.05)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_released_batch_line_frees_its_room_and_starts_the_next_waiting_line(settings):
+    settings.BATCH_HEADROOM = 0.0
+    dispatcher = Dispatcher(StaticFleet([worker("http://a", max_in_flight=2)]))
+
+    async def scenario() -> None:
+        leases = [await dispatcher.acquire("sim", Priority.BATCH) for _ in range(2)]
+        waiting = asyncio.create_task(dispatcher.acquire("sim", Priority.BATCH, timeout_s=2))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        dispatcher.release(leases[0])
+        third = await asyncio.wait_for(waiting, 1)
+        assert third.worker.url == "http://a"
+        assert dispatcher.batch_allowance.held(third.worker) == 2
+
+    asyncio.run(scenario())
+
+
+# --- live: two simulators, interactive load on one ------------------------------------------
+
+
+def long_body(tokens: int) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "user", "content": "Hello"}],
+        "max_tokens": tokens,
+        "ignore_eos": True,
+    }
+
+
+async def hold_interactive(url: str, count: int, tokens: int) -> list[asyncio.Task[None]]:
+    """`count` long streams straight to one worker: interactive load that took it."""
+
+    async def stream() -> None:
+        body = {**long_body(tokens), "model": "sim", "stream": True}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{url}/v1/chat/completions", json=body) as response,
+        ):
+            async for _ in response.content:
+                pass
+
+    return [asyncio.create_task(stream()) for _ in range(count)]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The simulators' own running counts, and the batch lines the dispatcher holds on each."""
+
+    busy_running: float
+    idle_running: float
+    busy_lines: int
+    idle_lines: int
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one(settings):
+    """The runner's meter and the dispatcher as the batch runner uses them, on a fleet the
+    scraper publishes every 0.2 s: one worker carries 6 interactive streams, so its target
+    of 9 leaves 3 for batch lines, the other 9; every line shares one prefix, whose owner
+    the policy alone would favour. Batch lines keep to each worker's spare, within one
+    line: the snapshot's timing (a line that ended on the worker just before a scrape but
+    was released here just after counts as ours in it until the next scrape); neither
+    worker ever runs past its slots, and the idle one is filled."""
+    settings.BATCH_HEADROOM = 0.1
+    settings.BATCH_MAX_CONCURRENCY = 100
+    settings.FLEET_REFRESH_S = 0.05
+    deployment = fleet.ensure_deployment("sim", max_in_flight_per_worker=10)
+    busy = SimProcess(fixed_ttft_ms=60, fixed_itl_ms=10)
+    idle = SimProcess(fixed_ttft_ms=60, fixed_itl_ms=10)
+    try:
+        for sim in (busy, idle):
+            fleet.register_worker(deployment, sim.url, registered_by="test")
+        samples = asyncio.run(_batch_beside_interactive(busy.url, idle.url))
+    finally:
+        busy.stop()
+        idle.stop()
+    assert len(samples) > 40, samples
+    assert max(s.busy_lines for s in samples) <= 3 + 1, samples
+    assert max(s.idle_lines for s in samples) <= 9 + 1, samples
+    assert max(max(s.busy_running, s.idle_running) for s in samples) <= 10, samples
+    assert max(s.idle_running for s in samples) >= 7, samples  # the idle worker took lines
+    assert max(s.busy_lines for s in samples) >= 1, samples  # and the busy one its spare
+
+
+async def _batch_beside_interactive(busy: str, idle: str) -> list[Sample]:
+    """For 4 s, start lines while the meter allows, as the runner does, beside 6 long
+    interactive streams on `busy`; sample every 50 ms."""
+    scraper = Scraper()
+    view = FleetView()
+    meter = BatchMeter(view)
+    dispatcher = Dispatcher(view, publisher=None)
+    samples: list[Sample] = []
+    stop = asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+
+        async def scrape() -> None:
+            while not stop.is_set():
+                await scraper.scrape_once(session)
+                await asyncio.sleep(0.2)
+
+        async def running(url: str) -> float:
+            async with session.get(f"{url}/metrics") as response:
+                for line in (await response.text()).splitlines():
+                    if line.startswith("vllm:num_requests_running"):
+                        return float(line.rsplit(" ", 1)[1])
+            raise AssertionError("no running gauge")
+
+        def lines_on(url: str) -> int:
+            return len(dispatcher.batch_allowance.lines.get(url, ()))
+
+        async def sample() -> None:
+            while not stop.is_set():
+                busy_running, idle_running = await asyncio.gather(running(busy), running(idle))
+                sample = Sample(busy_running, idle_running, lines_on(busy), lines_on(idle))
+                samples.append(sample)
+                await asyncio.sleep(0.05)
+
+        async def line(started: float) -> None:
+            try:
+                body = long_body(40)  # 60 ms + 39 x 10 ms
+                stream = stream_completion(dispatcher, "sim", body, Priority.BATCH, SHARED_PREFIX)
+                async for _ in stream:
+                    pass
+            finally:
+                meter.finished_line("sim", started)
+
+        scraping = asyncio.create_task(scrape())
+        interactive = await hold_interactive(busy, 6, tokens=4000)
+        await asyncio.sleep(0.6)  # scraped: the worker runs 6
+        sampling = asyncio.create_task(sample())
+        lines: set[asyncio.Task[None]] = set()
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            if await meter.may_start("sim"):
+                # Counted as started before its task runs, as the runner does.
+                task = asyncio.create_task(line(meter.started_line("sim")))
+                lines.add(task)
+                task.add_done_callback(lines.discard)
+            else:
+                await asyncio.sleep(0.01)
+        await asyncio.gather(*lines)
+        stop.set()
+        for task in (*interactive, sampling, scraping):
+            task.cancel()
+        await asyncio.gather(*interactive, sampling, scraping, return_exceptions=True)
+    await close_http_session()
+    return samples
