@@ -4,6 +4,7 @@ workers and a real Celery worker running the batches: every line answered exactl
 line numbers, cancel and expiry, team isolation, refusals at creation, the batch discount,
 and a Celery worker SIGKILLed mid-batch that a second one finishes without a duplicate."""
 
+import asyncio
 import io
 import json
 import os
@@ -21,10 +22,14 @@ import pytest
 from django.utils import timezone
 
 from gateway.accounts import actions
+from gateway.batches.input_file import CHAT, LineRequest
+from gateway.batches.lines import line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
+from gateway.serving.admission import BatchKeyCredential
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet
+from inference.client import close_http_session
 from tests.conftest import REPO_ROOT, child_env
 from tests.live import LiveGateway
 from tests.sims import SimProcess
@@ -228,6 +233,44 @@ def test_cancel_stops_new_lines_and_reports_the_rest(stack):
     assert 5 <= len(answered) < 400
     assert len(answered) + len(not_run) == 400  # nothing lost: every line is in one file
     assert batch.request_counts.completed == len(answered)
+
+
+def test_lines_billed_by_a_dead_runner_are_answered_even_when_the_batch_is_cancelled(stack):
+    """A runner killed after lines settled (billed) but before their rows were kept: when
+    the batch is then cancelled, the next runner still runs those lines (under the request
+    id they were billed under), so they are answered, not reported cancelled, and billed
+    once; the others are reported cancelled (the chaos run found the first kind reported
+    `batch_cancelled`)."""
+    questions = [chat_line(f"d{n}", f"Dead runner question {n}") for n in range(6)]
+    batch_id = stack.submit(questions)
+    batch = Batch.objects.get(id=batch_id)
+    credential = BatchKeyCredential(batch.api_key_id, batch.team_id, batch_id)
+
+    async def bill_without_keeping(number: int) -> None:  # what the dead runner did
+        line = LineRequest(number, f"d{number - 1}", CHAT, questions[number - 1]["body"])
+        result = await run_line(line, credential, line_request_id(batch_id, number))
+        assert result.status_code == 200
+        await close_http_session()
+
+    for number in (2, 5):
+        asyncio.run(bill_without_keeping(number))
+    ingest("test")
+    assert UsageRecord.objects.filter(batch_id=batch_id).count() == 2
+    assert stack.client.batches.cancel(batch_id).status == "cancelling"
+
+    stack.start_worker()
+    stack.sweep()
+    batch = stack.wait_for(batch_id, {"cancelled"})
+
+    answered = stack.read(batch.output_file_id)
+    cancelled = stack.read(batch.error_file_id)
+    assert sorted(x["custom_id"] for x in answered) == ["d1", "d4"]
+    assert sorted(x["custom_id"] for x in cancelled) == ["d0", "d2", "d3", "d5"]
+    assert {x["error"]["code"] for x in cancelled} == {"batch_cancelled"}
+    ingest("test")
+    assert sorted(
+        UsageRecord.objects.filter(batch_id=batch_id).values_list("request_id", flat=True)
+    ) == sorted(line_request_id(batch_id, n) for n in (2, 5))
 
 
 def test_a_batch_past_its_window_expires_with_every_line_reported(stack):

@@ -15,6 +15,8 @@ from django.utils import timezone
 from gateway.batches.actions import create_output_file
 from gateway.batches.lines import line_request_id
 from gateway.batches.models import Batch, BatchLine
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
 
 logger = logging.getLogger(__name__)
 Status = Batch.Status
@@ -71,6 +73,22 @@ def renew(batch_id: str, runner: str) -> str | None:
 
 def finished_line_numbers(batch_id: str) -> set[int]:
     return set(BatchLine.objects.filter(batch_id=batch_id).values_list("line_number", flat=True))
+
+
+def billed_lines(batch_id: str) -> dict[int, str]:
+    """Line number -> the request id it was billed under, for every line of the batch with
+    a usage record (usage events still in the stream are moved into the ledger first): with
+    finished_line_numbers, which lines a runner that died billed but never kept."""
+    ingest("batch-runner")
+    prefix = line_request_id(batch_id, 0).removesuffix("0")
+    billed: dict[int, str] = {}
+    for request_id in UsageRecord.objects.filter(batch_id=batch_id).values_list(
+        "request_id", flat=True
+    ):
+        number = request_id.removeprefix(prefix).split("_r")[0]
+        if request_id.startswith(prefix) and number.isdigit():
+            billed.setdefault(int(number), request_id)
+    return billed
 
 
 def record_lines(batch_id: str, lines: list[BatchLine]) -> None:

@@ -7,6 +7,11 @@ small groups as lines finish; a runner that dies loses at most the group it had 
 yet, and the next runner (the sweep starts one once the hold goes stale) skips every line
 that has a row. A line run twice has one usage record (its request id is derived from its
 batch and number), and one line in the output (one row per line number).
+
+A line the dead runner billed but never kept is run again even when the batch is being
+cancelled or has expired, under the request id it was billed under: its answer is owed
+(the chaos run found such lines reported `batch_cancelled` although they were billed), and
+the ledger keeps one record per request id, so it is billed once.
 """
 
 import asyncio
@@ -50,6 +55,7 @@ class BatchRunner:
         self.status: str | None = batch.status
         self.finished: list[BatchLine] = []
         self.unrun: dict[int, str] = {}  # line number -> custom_id of lines not started
+        self.owed: dict[int, str] = {}  # billed, never kept: line number -> its request id
         self.tasks: set[asyncio.Task[None]] = set()
         self.line_ended = asyncio.Event()
 
@@ -59,6 +65,14 @@ class BatchRunner:
 
     async def run(self) -> None:
         done = await database_read(progress.finished_line_numbers)(self.batch.id)
+        billed = await database_read(progress.billed_lines)(self.batch.id)
+        self.owed = {number: rid for number, rid in billed.items() if number not in done}
+        if self.owed:
+            logger.info(
+                "batch %s: %d line(s) billed but not kept by an earlier runner; run again",
+                self.batch.id,
+                len(self.owed),
+            )
         keeper = asyncio.create_task(self._keep_and_renew())
         try:
             with file_storage().open(self.batch.input_file_id) as content:
@@ -100,7 +114,7 @@ class BatchRunner:
                 )
                 self._malformed(number, custom_id, why)
                 continue
-            if not await self._wait_for_room(line):
+            if number not in self.owed and not await self._wait_for_room(line):
                 self.unrun[number] = line.custom_id
                 continue
             # Counted as started now, before the task first runs: the meter's next answer
@@ -128,7 +142,9 @@ class BatchRunner:
         return False
 
     async def _run(self, line: LineRequest, model: str, started: float) -> None:
-        request_id = line_request_id(self.batch.id, line.line_number)
+        request_id = self.owed.get(line.line_number) or line_request_id(
+            self.batch.id, line.line_number
+        )
         try:
             result = await run_line(line, self.credential, request_id)
         except Exception:
