@@ -77,14 +77,19 @@ def finished_line_numbers(batch_id: str) -> set[int]:
 
 def billed_lines(batch_id: str) -> dict[int, str]:
     """Line number -> the request id it was billed under, for every line of the batch with
-    a usage record (usage events still in the stream are moved into the ledger first): with
+    a usage record that billed tokens (usage events still in the stream are moved into the
+    ledger first; a failed attempt that reached no worker bills nothing): with
     finished_line_numbers, which lines a runner that died billed but never kept."""
     ingest("batch-runner")
     prefix = line_request_id(batch_id, 0).removesuffix("0")
     billed: dict[int, str] = {}
-    for request_id in UsageRecord.objects.filter(batch_id=batch_id).values_list(
-        "request_id", flat=True
-    ):
+    records = (
+        UsageRecord.objects.filter(batch_id=batch_id)
+        .filter(Q(prompt_tokens__gt=0) | Q(completion_tokens__gt=0))
+        .order_by("-completion_tokens")  # the attempt that answered, if several billed
+        .values_list("request_id", flat=True)
+    )
+    for request_id in records:
         number = request_id.removeprefix(prefix).split("_r")[0]
         if request_id.startswith(prefix) and number.isdigit():
             billed.setdefault(int(number), request_id)
