@@ -72,11 +72,17 @@ def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
     this very call; kept, the per-token alternatives would make an entry ten to fifty times
     the size of its text, crowding the team's cache out (or be refused by the entry size
     limit anyway); and a semantic hit would hand back the probabilities of another
-    question's tokens."""
+    question's tokens.
+
+    Nor are requests for n > 1 choices: an entry holds one reply, which cannot answer a
+    request for several (and a request for several cannot fill an entry a single-choice
+    request would read); with no cache key they are not coalesced either, for the same
+    reason. Keeping the n choices together under a key that includes n is a later option."""
     return (
         (policy.exact_enabled or policy.semantic_enabled)
         and (policy.cache_sampled or exact.is_deterministic(chat))
         and not chat.options.get("logprobs")
+        and chat.n == 1
     )
 
 

@@ -38,9 +38,14 @@ KNOWN = (
         "n",
     }
 )
-# Admission reserves max_tokens for one choice; a larger max_tokens than any deployed
+# Admission reserves max_tokens for each choice; a larger max_tokens than any deployed
 # context would only be refused by the worker after queueing.
 MAX_TOKENS_LIMIT = 32_768
+# The most choices (n) one request may ask for. Admission reserves n x max_tokens up front,
+# and the worker runs the n sequences side by side in its batch: a larger n lets one request
+# hold a team's whole token minute and a worker's batch slots at once. Eight covers
+# best-of-n sampling and self-consistency voting; more is a batch (gateway/batches).
+MAX_CHOICES = 8
 # What the worker renders into the prompt besides the messages (tool schemas above all).
 PROMPT_OPTIONS = ("tools", "response_format", "guided_json", "guided_grammar")
 
@@ -61,6 +66,9 @@ class ChatRequest:
     # checks it); None follows the team's policy. Not part of the body: HTTP's
     # x-sluice-context-policy header, or the socket's context_policy field.
     context_policy: str | None = None
+    # How many choices to generate (OpenAI's n): the worker samples them from one prompt,
+    # each up to max_tokens; admission reserves n x max_tokens (gateway/serving/admission.py).
+    n: int = 1
 
     def estimated_prompt_tokens(self) -> int:
         """What admission reserves for the prompt before the worker has counted it: an
@@ -92,8 +100,12 @@ class ChatRequest:
         return bool(self.options.get("tools")) and self.options.get("tool_choice") != "none"
 
     def upstream_body(self) -> dict[str, Any]:
+        # n only when above 1: the body of a single-choice request stays what every
+        # OpenAI-compatible server takes (some know no n).
+        choices = {"n": self.n} if self.n != 1 else {}
         return {
             **self.options,
+            **choices,
             "messages": self.messages,
             "max_tokens": self.max_tokens,
             "stream_options": {"include_usage": True},
@@ -314,6 +326,16 @@ def _check_max_tokens(body: dict[str, Any]) -> int:
     return DEFAULT_MAX_TOKENS
 
 
+def _check_n(body: dict[str, Any]) -> int:
+    """n: an integer from 1 to MAX_CHOICES; null is the field left out (1)."""
+    n = body.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise _bad(f"'n' must be an integer from 1 to {MAX_CHOICES}.", "n")
+    return int(n)
+
+
 # include_obfuscation: OpenAI pads its stream chunks against side channels; accepted and
 # ignored (the gateway does not pad).
 STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
@@ -347,8 +369,7 @@ def chat_request_from(body: Any) -> ChatRequest:
     if unknown:
         raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
     # null is the field left out, as OpenAI reads it (n, stream and stream_options are nullable)
-    if body.get("n") not in (None, 1) or isinstance(body.get("n"), bool):
-        raise _bad("Only n=1 is supported: quotas reserve tokens for one choice.", "n")
+    n = _check_n(body)
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _bad("'model' must be a non-empty string.", "model")
     stream = False if body.get("stream") is None else body["stream"]
@@ -373,4 +394,5 @@ def chat_request_from(body: Any) -> ChatRequest:
         include_usage=bool(stream_options.get("include_usage")),
         options={**options, **tool_options},
         legacy_functions=legacy_functions,
+        n=n,
     )

@@ -56,9 +56,11 @@ def openai_logprobs(chunk: dict[str, Any]) -> dict[str, Any]:
 
 
 class ReplyAssembler:
-    """Feed it every chunk of one choice's stream (n is always 1 here), then read it."""
+    """Feed it every chunk of the stream, then read the one choice it assembles: `index`
+    (0 unless the request asked for n > 1 choices; the others' deltas are skipped)."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
@@ -68,7 +70,7 @@ class ReplyAssembler:
     def add(self, chunk: dict[str, Any]) -> None:
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if not isinstance(choice, dict) or choice.get("index", 0) != self.index:
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):

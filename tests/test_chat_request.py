@@ -80,7 +80,7 @@ def test_a_valid_body_keeps_sampling_options_and_forces_usage_upstream():
             "temprature",
         ),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}, "tools"),
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 9}, "n"),
         ({"model": "m", "messages": [{"role": ["user"], "content": "x"}]}, "messages.0"),
         (
             {"model": "m", "messages": [{"role": "user", "content": [1]}]},

@@ -71,10 +71,15 @@ class AdmissionRequest:
     # A batch line (gateway/batches): counted in the team's month and budget like any
     # request, in minute windows of its own (batch throughput) that no RPM or TPM limits.
     batch_id: str = ""
+    # Choices generated (OpenAI's n), each up to max_tokens from the one prompt: the prompt
+    # is reserved once and max_tokens per choice, as the worker bills it (vLLM's usage
+    # counts prompt_tokens once and sums completion_tokens over the choices). The team's
+    # max_tokens_cap stays a limit per choice.
+    choices: int = 1
 
     @property
     def tokens(self) -> int:
-        return self.prompt_tokens + self.max_tokens
+        return self.prompt_tokens + self.max_tokens * self.choices
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from gateway.serving.admission import (
 from gateway.serving.context_trim import POLICY_FIELD, Policy, with_requested_policy
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, Busy, api_error
 from gateway.serving.pipeline import new_request_id, open_completion
-from inference.chat_request import ChatRequest, chat_request_from
+from inference.chat_request import ChatRequest, InvalidRequest, chat_request_from
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         text: list[str] = []
 
         def read() -> ChatRequest:  # validated after authentication, the policy with it
-            return with_requested_policy(chat_request_from(body), policy, POLICY_FIELD)
+            chat = chat_request_from(body)
+            if chat.n != 1:
+                # The socket relays one reply's text into one thread (docs/websocket.md).
+                raise InvalidRequest(
+                    "The web chat streams one reply: n must be 1. Use POST "
+                    "/v1/chat/completions for several choices.",
+                    "n",
+                )
+            return with_requested_policy(chat, policy, POLICY_FIELD)
 
         try:
             # The same caches as the HTTP API (a sampled chat bypasses them unless the

@@ -279,23 +279,25 @@ async def _trimmed(
 async def reserve(
     caller: Caller, chat: ChatRequest, deployment: DeploymentInfo, size: PromptSize
 ) -> Reservation:
-    """Reserve the request's RPM, tokens and money atomically (one Lua script)."""
-    return await reserve_tokens(caller, deployment, size.tokens, chat.max_tokens)
+    """Reserve the request's RPM, tokens and money atomically (one Lua script): the prompt
+    once and max_tokens for each of its n choices."""
+    return await reserve_tokens(caller, deployment, size.tokens, chat.max_tokens, chat.n)
 
 
 async def reserve_tokens(
-    caller: Caller, deployment: DeploymentInfo, prompt: int, max_tokens: int
+    caller: Caller, deployment: DeploymentInfo, prompt: int, max_tokens: int, choices: int = 1
 ) -> Reservation:
     """reserve() for any endpoint: `prompt` input tokens plus `max_tokens` to generate (0
-    for embeddings), and their cost at the deployment's prices."""
+    for embeddings) for each of `choices`, and their cost at the deployment's prices."""
     batch = bool(caller.batch_id)
     request = AdmissionRequest(
         caller.team_id,
         caller.key_id,
         prompt,
         max_tokens,
-        deployment.cost_micros(prompt, max_tokens, batch),
+        deployment.cost_micros(prompt, max_tokens * choices, batch),
         caller.batch_id,
+        choices,
     )
     try:
         return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)

@@ -10,25 +10,20 @@ from inference.reply import ReplyAssembler
 
 
 async def collect_reply(run: Completion) -> dict[str, Any]:
-    """The whole reply from the stream's deltas: text, reasoning, tool calls, logprobs."""
-    reply = ReplyAssembler()
+    """The whole reply from the stream's deltas: text, reasoning, tool calls, logprobs, for
+    each of the request's n choices (the chunks of all choices interleave, each delta under
+    its choice's index; one assembler reads each index)."""
+    replies = [ReplyAssembler(index) for index in range(run.chat.n)]
     async for chunk in run.stream():
-        reply.add(chunk)
-    prompt, completion = run.used_tokens()
-    message, finish = reply.message(), reply.finish_reason
-    if run.chat.legacy_functions:
-        message, finish = legacy_message(message, finish)
-    # OpenAI's schema requires refusal (null: no worker here refuses) beside the content.
-    message, logprobs = {**message, "refusal": None}, reply.logprobs()
-    if logprobs is not None:
-        logprobs["refusal"] = None
-    choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}
+        for reply in replies:
+            reply.add(chunk)
+    prompt, completion = run.used_tokens()  # the worker's: every choice's tokens, summed
     return {
         "id": run.request_id,
         "object": "chat.completion",
         "created": run.created,
         "model": run.deployment.name,
-        "choices": [choice],
+        "choices": [_choice(run, reply) for reply in replies],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -36,3 +31,14 @@ async def collect_reply(run: Completion) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": run.cached_prompt_tokens()},
         },
     }
+
+
+def _choice(run: Completion, reply: ReplyAssembler) -> dict[str, Any]:
+    message, finish = reply.message(), reply.finish_reason
+    if run.chat.legacy_functions:
+        message, finish = legacy_message(message, finish)
+    # OpenAI's schema requires refusal (null: no worker here refuses) beside the content.
+    message, logprobs = {**message, "refusal": None}, reply.logprobs()
+    if logprobs is not None:
+        logprobs["refusal"] = None
+    return {"index": reply.index, "message": message, "logprobs": logprobs, "finish_reason": finish}

@@ -13,6 +13,8 @@ vLLM would stream for it. Deterministic: the same request always gets the same r
   the last message: strings get its text, numbers its word count, booleans true, enums
   their first value. Streamed as vLLM does: a delta with the call's index, id, type and
   function name, then the JSON arguments in fragments; finish_reason `tool_calls`.
+- n choices, when asked: each its own words (tool calls and scripted replies are the same
+  in every choice), streamed interleaved under their indices (server.py).
 - Logprobs, when asked: every piece carries its token's logprob (and `top_logprobs`
   alternatives), drawn from the token's hash.
 """
@@ -124,8 +126,10 @@ def reply_for(
     max_tokens: int,
     mean_length: int,
     scripted: str | None,
+    choice: int = 0,
 ) -> Reply:
-    """The whole reply, cut at max_tokens."""
+    """The whole reply, cut at max_tokens. `choice`: which of a request's n choices; each
+    draws its own words (the first those of a single-choice request), as sampling would."""
     asked = [m["content"] for m in messages if m["role"] == "user"]
     question = asked[-1] if asked else messages[-1]["content"]
     pieces: list[Piece] = []
@@ -140,9 +144,8 @@ def reply_for(
         if scripted is not None:
             words = scripted_completion(scripted, room)
         else:
-            words = completion(
-                prompt, room, mean_length, ignore_eos=bool(options.get("ignore_eos"))
-            )
+            seed = [*prompt, f"\x1echoice {choice}"] if choice else prompt
+            words = completion(seed, room, mean_length, ignore_eos=bool(options.get("ignore_eos")))
         pieces += [Piece(word, {"content": word}) for word in words]
     return Reply(pieces[:max_tokens], calls=bool(functions))
 

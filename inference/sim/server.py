@@ -4,6 +4,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -83,11 +84,14 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens must be a positive integer"
     prompt = prompt_tokens(messages)
+    n = 1 if body.get("n") is None else body["n"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return "n must be a positive integer"
     salt = body.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         return "cache_salt must be a non-empty string"
     request = SimRequest(prompt=prompt, output=[], cache_salt=salt or "")
-    return request, {"max_tokens": max_tokens, **body, "messages": messages}
+    return request, {"max_tokens": max_tokens, **body, "n": n, "messages": messages}
 
 
 def _chunk(
@@ -97,8 +101,9 @@ def _chunk(
     delta: dict[str, Any],
     finish: str | None = None,
     token_logprobs: dict[str, Any] | None = None,
+    index: int = 0,
 ) -> bytes:
-    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
     if token_logprobs is not None:
         choice["logprobs"] = {"content": [token_logprobs]}
     payload = {
@@ -117,15 +122,29 @@ def _logprobs_for(options: dict[str, Any], token: str, position: int) -> dict[st
     return logprobs(token, position, int(options.get("top_logprobs") or 0))
 
 
-def _usage(request: SimRequest) -> dict[str, Any]:
+def _usage(requests: list[SimRequest]) -> dict[str, Any]:
     """As vLLM reports it with --enable-prompt-tokens-details: the prompt's tokens read from
-    the prefix cache in prompt_tokens_details."""
+    the prefix cache in prompt_tokens_details. With n choices, as vLLM counts them: the
+    prompt once, completion_tokens summed over the choices."""
+    first, generated = requests[0], sum(request.generated for request in requests)
     return {
-        "prompt_tokens": request.prompt_len,
-        "completion_tokens": request.generated,
-        "total_tokens": request.prompt_len + request.generated,
-        "prompt_tokens_details": {"cached_tokens": request.cached_tokens},
+        "prompt_tokens": first.prompt_len,
+        "completion_tokens": generated,
+        "total_tokens": first.prompt_len + generated,
+        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
     }
+
+
+async def _interleaved(requests: list[SimRequest]) -> AsyncIterator[tuple[int, str | None]]:
+    """Each choice's tokens in turn as (index, token), and (index, None) when that choice
+    ends: round robin, as each engine step decodes a token of every running sequence."""
+    running = list(range(len(requests)))
+    while running:
+        for index in list(running):
+            token = await requests[index].tokens.get()
+            yield index, token
+            if token is None:
+                running.remove(index)
 
 
 def _finish_reason(request: SimRequest, max_tokens: int, reply: Reply) -> str:
@@ -158,53 +177,70 @@ async def _chat_completions(http: web.Request) -> web.StreamResponse:
     if isinstance(parsed, str):
         return _error(404 if "does not exist" in parsed else 400, parsed)
     request, options = parsed
-    reply = reply_for(
-        options,
-        options["messages"],
-        request.prompt,
-        options["max_tokens"],
-        engine.profile.mean_output_tokens,
-        http.app[SCRIPTED].get(options["messages"][-1]["content"]),
-    )
-    request.output = [piece.token for piece in reply.pieces]
-    engine.submit(request)
+    scripted = http.app[SCRIPTED].get(options["messages"][-1]["content"])
+    requests, replies = [], []
+    for choice in range(options["n"]):  # a sequence each, the prompt shared (prefix cache)
+        reply = reply_for(
+            options,
+            options["messages"],
+            request.prompt,
+            options["max_tokens"],
+            engine.profile.mean_output_tokens,
+            scripted,
+            choice,
+        )
+        sequence = (
+            request
+            if not choice
+            else SimRequest(prompt=request.prompt, output=[], cache_salt=request.cache_salt)
+        )
+        sequence.output = [piece.token for piece in reply.pieces]
+        engine.submit(sequence)
+        requests.append(sequence)
+        replies.append(reply)
     request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     try:
         if options.get("stream"):
-            return await _stream(http, request, reply, options, request_id, created, model)
-        assembled = ReplyAssembler()
-        position = 0
-        while (token := await request.tokens.get()) is not None:
-            piece = reply.pieces[position]
-            lp = _logprobs_for(options, token, position)
+            return await _stream(http, requests, replies, options, request_id, created, model)
+        assembled = [ReplyAssembler(index) for index in range(len(requests))]
+        positions = [0] * len(requests)
+        async for index, token in _interleaved(requests):
+            if token is None:
+                continue
+            piece = replies[index].pieces[positions[index]]
+            lp = _logprobs_for(options, token, positions[index])
             logprobs_part = {"logprobs": {"content": [lp]}} if lp is not None else {}
-            assembled.add({"choices": [{"index": 0, "delta": piece.delta, **logprobs_part}]})
-            position += 1
+            choice_part = {"index": index, "delta": piece.delta, **logprobs_part}
+            assembled[index].add({"choices": [choice_part]})
+            positions[index] += 1
     finally:
-        engine.cancel(request)  # no-op when finished; frees the slot when the client left
+        for sequence in requests:  # no-op when finished; frees the slot when the client left
+            engine.cancel(sequence)
+    choices = [
+        {
+            "index": index,
+            "message": assembled[index].message(),
+            "logprobs": assembled[index].logprobs(),
+            "finish_reason": _finish_reason(requests[index], options["max_tokens"], reply),
+        }
+        for index, reply in enumerate(replies)
+    ]
     return web.json_response(
         {
             "id": request_id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": assembled.message(),
-                    "logprobs": assembled.logprobs(),
-                    "finish_reason": _finish_reason(request, options["max_tokens"], reply),
-                }
-            ],
-            "usage": _usage(request),
+            "choices": choices,
+            "usage": _usage(requests),
         }
     )
 
 
 async def _stream(
     http: web.Request,
-    request: SimRequest,
-    reply: Reply,
+    requests: list[SimRequest],
+    replies: list[Reply],
     options: dict[str, Any],
     request_id: str,
     created: int,
@@ -214,15 +250,19 @@ async def _stream(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
     await response.prepare(http)
-    await response.write(_chunk(request_id, model, created, {"role": "assistant", "content": ""}))
-    position = 0
-    while (token := await request.tokens.get()) is not None:
-        delta = reply.pieces[position].delta
-        lp = _logprobs_for(options, token, position)
-        await response.write(_chunk(request_id, model, created, delta, None, lp))
-        position += 1
-    finish = _finish_reason(request, options["max_tokens"], reply)
-    await response.write(_chunk(request_id, model, created, {}, finish))
+    for index in range(len(requests)):  # vLLM opens every choice with its role
+        opening = {"role": "assistant", "content": ""}
+        await response.write(_chunk(request_id, model, created, opening, index=index))
+    positions = [0] * len(requests)
+    async for index, token in _interleaved(requests):
+        if token is None:
+            finish = _finish_reason(requests[index], options["max_tokens"], replies[index])
+            await response.write(_chunk(request_id, model, created, {}, finish, index=index))
+            continue
+        delta = replies[index].pieces[positions[index]].delta
+        lp = _logprobs_for(options, token, positions[index])
+        await response.write(_chunk(request_id, model, created, delta, None, lp, index))
+        positions[index] += 1
     if (options.get("stream_options") or {}).get("include_usage"):
         usage = {
             "id": request_id,
@@ -230,7 +270,7 @@ async def _stream(
             "created": created,
             "model": model,
             "choices": [],
-            "usage": _usage(request),
+            "usage": _usage(requests),
         }
         await response.write(f"data: {json.dumps(usage)}\n\n".encode())
     await response.write(b"data: [DONE]\n\n")
