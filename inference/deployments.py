@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 REFRESH_S = 5.0
 CHAT = ModelDeployment.Kind.CHAT.value
 EMBEDDING = ModelDeployment.Kind.EMBEDDING.value
+OPENAI_COMPATIBLE = ModelDeployment.WorkerKind.OPENAI.value
 # The built-in embedding model's public name, and the upstream name that marks an embedding
 # deployment without workers as served in the gateway process (inference/embeddings.py).
 BUILTIN_EMBEDDING_MODEL = "all-minilm-l6-v2"
@@ -46,6 +47,13 @@ class DeploymentInfo:
     context_length: int | None = None  # the operator's override; None: what workers report
     batch_discount_percent: int = 50  # what a batch line saves on the prices
     served_model_name: str = ""  # the name its workers serve (and its tokenizer's folder)
+    # vllm, simulated, or openai (any OpenAI-compatible server: vLLM's extensions such as
+    # cache_salt are not sent to it, and a hosted API refuses fields it does not know).
+    worker_kind: str = "vllm"
+
+    @property
+    def speaks_vllm(self) -> bool:
+        return self.worker_kind != OPENAI_COMPATIBLE
 
     @property
     def is_chat(self) -> bool:
@@ -102,6 +110,7 @@ def _load() -> dict[str, DeploymentInfo]:
             d.context_length,
             d.batch_discount_percent,
             d.upstream_model,
+            d.worker_kind,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

@@ -35,6 +35,13 @@ class ModelDeployment(models.Model):
 
         VLLM = "vllm", "vLLM (the real model)"
         SIMULATED = "simulated", "Simulated (python -m inference.sim: fake text, for tests)"
+        OPENAI = (
+            "openai",
+            (
+                "Any OpenAI-compatible server (SGLang, llama.cpp, TGI, a hosted API): registered, "
+                "never started; healthy while /v1/models answers; no vLLM metrics or extensions"
+            ),
+        )
 
     name = models.CharField(max_length=200, unique=True, help_text="the public model name")
     served_model_name = models.CharField(

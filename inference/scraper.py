@@ -29,9 +29,14 @@ from django.conf import settings
 
 from foundation.redis_clients import async_redis
 from inference import fleet
-from inference.models import Worker
+from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
-from inference.worker_metrics import bucket_delta, histogram_quantile, parse_metrics
+from inference.worker_metrics import (
+    MetricsReading,
+    bucket_delta,
+    histogram_quantile,
+    parse_metrics,
+)
 
 logger = logging.getLogger(__name__)
 UNHEALTHY_AFTER = 2
@@ -85,13 +90,19 @@ class Scraper:
     async def _scrape(self, session: aiohttp.ClientSession, worker: Worker) -> WorkerView:
         track = self.tracks.setdefault(worker.pk, HealthTrack())
         reading, error = None, ""
+        text = ""
         try:
-            async with session.get(f"{worker.url}/health", timeout=self.timeout) as health:
-                if health.status != 200:
-                    raise aiohttp.ClientResponseError(health.request_info, (), status=health.status)
-            async with session.get(f"{worker.url}/metrics", timeout=self.timeout) as metrics:
-                text = await metrics.text()
-            reading = parse_metrics(text)
+            if worker.deployment.worker_kind == ModelDeployment.WorkerKind.OPENAI:
+                reading = await self._answers_models(session, worker)
+            else:
+                async with session.get(f"{worker.url}/health", timeout=self.timeout) as health:
+                    if health.status != 200:
+                        raise aiohttp.ClientResponseError(
+                            health.request_info, (), status=health.status
+                        )
+                async with session.get(f"{worker.url}/metrics", timeout=self.timeout) as metrics:
+                    text = await metrics.text()
+                reading = parse_metrics(text)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"
         if reading is not None:
@@ -130,6 +141,17 @@ class Scraper:
             max_model_len=track.max_model_len,
             sleeping=track.sleeping,
         )
+
+    async def _answers_models(
+        self, session: aiohttp.ClientSession, worker: Worker
+    ) -> MetricsReading:
+        """An OpenAI-compatible server that is not vLLM (SGLang, llama.cpp, TGI, a hosted API)
+        has no /health or vLLM /metrics in common with it: it is healthy while GET /v1/models
+        answers 200, and reports no load (the dispatcher's own in-flight count bounds it)."""
+        async with session.get(f"{worker.url}/v1/models", timeout=self.timeout) as models:
+            if models.status != 200:
+                raise aiohttp.ClientResponseError(models.request_info, (), status=models.status)
+        return MetricsReading()
 
     async def _sleeping(
         self, session: aiohttp.ClientSession, worker: Worker, metrics: str, last: bool

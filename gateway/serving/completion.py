@@ -272,7 +272,9 @@ class Completion:
             self.chat.options.get("user"),
             scope=f"team:{team_id}",
         )
-        body = {**self.chat.upstream_body(), "cache_salt": team_cache_salt(team_id)}
+        body = self.chat.upstream_body()
+        if self.deployment.speaks_vllm:  # an extension other servers may refuse
+            body = {**body, "cache_salt": team_cache_salt(team_id)}
         limits = self.reservation.limits
         # Queued fairly among teams, by the weight and cap of the team's quota policy.
         tenant = Tenant(f"team:{team_id}", limits.queue_weight, limits.max_concurrent_requests)

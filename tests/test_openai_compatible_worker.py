@@ -1,0 +1,82 @@
+"""A deployment of worker kind `openai` fronts any OpenAI-compatible server that is not vLLM
+(no /health, no vLLM /metrics, and a 400 for a field it does not know, as a hosted API
+gives): it is healthy while /v1/models answers, and no vLLM extension (cache_salt) is sent
+to it. Under the default kind, vllm, the same server is never put in rotation."""
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from foundation.embedded_redis import free_port
+from inference import fleet
+from tests.children import Child, wait_until_serving
+from tests.conftest import REPO_ROOT, child_env
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
+MESSAGES: Any = [{"role": "user", "content": "Say hello"}]
+
+
+@pytest.fixture
+def plain_server(redis_url: str) -> Iterator[str]:
+    port = free_port()
+    script = REPO_ROOT / "tests" / "workers" / "openai_compatible_worker.py"
+    child = Child(
+        f"plain OpenAI-compatible server :{port}",
+        [sys.executable, str(script), "--port", str(port)],
+        REPO_ROOT,
+        child_env(redis_url),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving([child], f"{url}/v1/models", 15, "the plain server")
+        yield url
+    finally:
+        child.stop()
+
+
+def served(client: openai.OpenAI, model: str) -> Any:
+    return wait_until(
+        lambda: client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=8),
+        15,
+        f"the gateway to route {model} to the plain server",
+        ignoring=(openai.NotFoundError, openai.InternalServerError),
+        poll_s=0.3,
+    )
+
+
+def test_an_openai_compatible_server_is_served_streamed_and_not(platform, plain_server):
+    deployment = fleet.ensure_deployment(
+        "plain-model", served_model_name="plain-upstream", worker_kind="openai"
+    )
+    fleet.register_worker(deployment, plain_server, registered_by="test")
+    client = platform["client"]
+
+    reply = served(client, "plain-model")
+    assert reply.choices[0].message.content == "Hello from a plain server."
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (2, 5)
+    assert reply.model == "plain-model"
+
+    stream = client.chat.completions.create(
+        model="plain-model", messages=MESSAGES, max_tokens=3, stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "Hello from a"
+
+
+def test_under_the_vllm_kind_the_same_server_is_never_in_rotation(platform, plain_server):
+    deployment = fleet.ensure_deployment("plain-as-vllm", served_model_name="plain-upstream")
+    fleet.register_worker(deployment, plain_server, registered_by="test")
+    client = platform["client"]
+
+    def refused() -> bool:
+        try:
+            client.chat.completions.create(model="plain-as-vllm", messages=MESSAGES, max_tokens=2)
+        except openai.APIStatusError as exc:
+            return exc.status_code == 503
+        return False
+
+    wait_until(refused, 15, "the worker without /health to stay out of rotation", poll_s=0.3)

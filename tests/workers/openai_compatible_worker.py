@@ -1,0 +1,105 @@
+"""Child process: an OpenAI-compatible chat server that is not vLLM, the way a hosted API
+or llama.cpp's server looks to a gateway: GET /v1/models and POST /v1/chat/completions
+(streamed, with usage when asked), no /health and no /metrics, and, like OpenAI's own API,
+a 400 for a request field it does not know (vLLM's cache_salt, say).
+
+Usage: openai_compatible_worker.py --port N [--model NAME]
+"""
+
+import argparse
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+MODEL: web.AppKey[str] = web.AppKey("model", str)
+WORDS = ["Hello", " from", " a", " plain", " server."]
+KNOWN = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "stream_options",
+    "stop",
+    "seed",
+    "n",
+    "user",
+    "presence_penalty",
+    "frequency_penalty",
+    "logprobs",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "response_format",
+}
+
+
+def _error(status: int, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None}}
+    return web.json_response(body, status=status)
+
+
+async def models(request: web.Request) -> web.Response:
+    model = {"id": request.app[MODEL], "object": "model", "created": 0, "owned_by": "me"}
+    return web.json_response({"object": "list", "data": [model]})
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    body: Any = await request.json()
+    unknown = sorted(set(body) - KNOWN)
+    if unknown:
+        return _error(400, f"Unrecognized request argument supplied: {', '.join(unknown)}")
+    if body.get("model") != request.app[MODEL]:
+        return _error(404, f"The model `{body.get('model')}` does not exist")
+    words = WORDS[: max(1, int(body.get("max_tokens") or len(WORDS)))]
+    prompt = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": len(words),
+        "total_tokens": prompt + len(words),
+    }
+    created, reply_id = int(time.time()), "plain-1"
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": "".join(words)}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        reply = {"id": reply_id, "object": "chat.completion", "created": created}
+        return web.json_response({**reply, "choices": [choice], "usage": usage})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+
+    async def send(delta: dict[str, Any], finish: str | None = None) -> None:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        chunk = {"id": reply_id, "object": "chat.completion.chunk", "created": created}
+        await response.write(f"data: {json.dumps({**chunk, 'choices': [choice]})}\n\n".encode())
+
+    await send({"role": "assistant", "content": ""})
+    for word in words:
+        await send({"content": word})
+    await send({}, "stop")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunk = {"id": reply_id, "object": "chat.completion.chunk", "created": created}
+        await response.write(
+            f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n".encode()
+        )
+    await response.write(b"data: [DONE]\n\n")
+    return response
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", default="plain-upstream")
+    args = parser.parse_args()
+    app = web.Application()
+    app[MODEL] = args.model
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", completions)
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+
+
+if __name__ == "__main__":
+    main()
