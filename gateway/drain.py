@@ -66,6 +66,9 @@ class Drain:
 
     def __init__(self) -> None:
         self.draining = False
+        # Set shortly before the deadline (STOP_MARGIN_S): an SSE stream still running
+        # ends itself with an error chunk (gateway/api/views.py) rather than be cut.
+        self.stopping_streams = False
         self._sockets: weakref.WeakSet[DrainableSocket] = weakref.WeakSet()
         self._server: Any = None  # the uvicorn.Server whose signal handlers we stand before
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,6 +128,7 @@ class Drain:
         )
         _stop_taking_new_work(self._server)
         self._deadline = self._loop.time() + self._timeout_s
+        self._loop.call_at(self._stop_at(), self._stop_streams)
         self._task = self._loop.create_task(self._drain_sockets(list(self._sockets)))
         self._task.add_done_callback(self._hand_over)  # however it ends, cancelled too
 
@@ -133,8 +137,7 @@ class Drain:
             return
         loop = asyncio.get_running_loop()
         tasks = {asyncio.create_task(socket.drain()): socket for socket in sockets}
-        stop_at = self._deadline - min(STOP_MARGIN_S, self._timeout_s / 4)
-        _, going = await asyncio.wait(tasks, timeout=max(stop_at - loop.time(), 0))
+        _, going = await asyncio.wait(tasks, timeout=max(self._stop_at() - loop.time(), 0))
         if going:
             logger.warning("drain: stopping %d chat replies still streaming", len(going))
             for task in going:
@@ -144,10 +147,17 @@ class Drain:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 logger.debug("a chat socket's drain failed: %r", task.exception())
 
+    def _stop_at(self) -> float:
+        return self._deadline - min(STOP_MARGIN_S, self._timeout_s / 4)
+
+    def _stop_streams(self) -> None:
+        self.stopping_streams = True
+
     def _cut_short(self) -> None:
         assert self._loop is not None
         logger.warning("SIGINT again: ending the drain now")
         self._deadline = self._loop.time()
+        self.stopping_streams = True
         if self._task is not None:
             self._task.cancel()  # its done callback hands over, with no time left
 

@@ -232,6 +232,42 @@ def test_a_reply_longer_than_the_drain_timeout_is_stopped_cleanly_before_it(
         assert is_restart_event(reply[-2])
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_an_sse_stream_longer_than_the_drain_ends_with_an_error_chunk_not_a_cut(
+    redis_url, slow_sim, monkeypatch
+):
+    drain_s, tokens = 2.0, 200  # the reply would take about 10 s
+    with gateway_draining_in(redis_url, slow_sim, drain_s, monkeypatch) as platform:
+        body = {
+            "model": "small-model",
+            "messages": MESSAGES,
+            "max_tokens": tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        headers = {"Authorization": f"Bearer {platform['key']}"}
+        url = f"{platform['gateway'].url}/v1/chat/completions"
+
+        async def scenario() -> list[str]:
+            async with aiohttp.ClientSession() as session:
+                response = await session.post(url, json=body, headers=headers)
+                events = [await next_sse_event(response)]
+                process, signalled = sigterm(platform)
+                while '"error"' not in events[-1] and events[-1] != "data: [DONE]":
+                    events.append(await next_sse_event(response))
+                rest = await asyncio.wait_for(response.content.read(), 5)
+                assert rest.strip() == b""  # and then the stream ends
+                await asyncio.to_thread(exits_within, process, signalled, drain_s + 1.5)
+                return events
+
+        events = asyncio.run(scenario())
+        last = json.loads(events[-1].removeprefix("data: "))
+        assert last["error"]["code"] == "service_unavailable", last
+        texts = [e for e in events[:-1] if '"content"' in e]
+        assert 10 < len(texts) < tokens  # it streamed until shortly before the deadline
+
+
 # --- in process: what a draining process answers -------------------------------------------
 
 

@@ -21,6 +21,8 @@ from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import EventStream, credential, finish, json_response
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
+from gateway.drain import drain
+from gateway.drain_asgi import restarting
 from gateway.serving.chat_body import collect_reply
 from gateway.serving.completion import Completion
 from gateway.serving.context_trim import POLICY_HEADER, with_requested_policy
@@ -68,10 +70,16 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
 
 
 async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
-    """Relay chunks; a client that leaves cancels this generator, which stops the worker."""
+    """Relay chunks; a client that leaves cancels this generator, which stops the worker.
+    A stream still running shortly before a draining process's deadline (gateway/drain.py)
+    ends with a service_unavailable error chunk, billed for what was made, instead of being
+    cut by the server's shutdown."""
     async with run:
         try:
             async for chunk in run.stream():
+                if drain.stopping_streams:
+                    yield restarting().sse_chunk()
+                    return
                 if not chunk.get("usage") or run.chat.include_usage:
                     visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
                     if run.chat.legacy_functions:
