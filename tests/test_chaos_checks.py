@@ -307,6 +307,20 @@ def test_a_batch_line_reported_twice_or_unbilled_is_caught():
     ]
 
 
+def test_a_batch_attempt_that_billed_nothing_needs_no_line_but_one_that_billed_does():
+    """A line retried after a failed try has a record for that try too: with no tokens
+    (refused before a worker, or a batch line's failed try, which is not billed) it is in
+    neither file by right; with tokens it is a line billed and never reported."""
+    history = clean_history()
+    assert history.batch is not None
+    history.ledger.append(row(7, team="batch", tokens=(0, 0), status="failed", batch_id="batch_1"))
+    assert check_batch(history.batch, history.ledger).violations == []
+    history.ledger.append(row(8, team="batch", tokens=(9, 4), status="failed", batch_id="batch_1"))
+    assert check_batch(history.batch, history.ledger).violations == [
+        "1 billed batch lines in neither file: ['batch_req_batch_1_8']"
+    ]
+
+
 def test_status_of_socket_errors():
     assert status_of(error("requests_per_minute", "rate_limit_error")) == 429
     assert status_of(error("no_healthy_worker")) == 503

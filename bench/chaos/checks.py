@@ -428,7 +428,14 @@ def check_batch(batch: BatchResult | None, ledger: list[LedgerRow]) -> CheckResu
                 f"line {line.custom_id}: billed {row.prompt_tokens}+{row.completion_tokens}, "
                 f"its output says {line.prompt_tokens}+{line.completion_tokens}"
             )
-    unreported = [request_id for request_id in rows if request_id not in reported]
+    # An attempt that billed nothing (refused before a worker, or a batch line's failed try,
+    # which the team does not pay for) needs no place in the files.
+    unreported = [
+        request_id
+        for request_id, found in rows.items()
+        if request_id not in reported
+        and any(row.prompt_tokens or row.completion_tokens for row in found)
+    ]
     if unreported:
         result.violations.append(
             f"{len(unreported)} billed batch lines in neither file: {unreported[:5]}"

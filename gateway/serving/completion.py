@@ -212,7 +212,9 @@ class Completion:
     async def billed_tokens(self) -> tuple[int, int]:
         """What the GPU did for this request, in (prompt, completion) tokens.
 
-        Nothing for a cache hit or a coalesced reader (the leader pays for the generation);
+        Nothing for a cache hit or a coalesced reader (the leader pays for the generation),
+        nor for a batch line's attempt that failed (the line is retried under another id, or
+        its error is the line's answer: no part of it reaches the batch's owner);
         the worker's own usage when the stream got that far; nothing for a request that
         never left the queue, or whose worker refused or failed before its first chunk
         (the client got an error, not a reply). A request that reached a worker and ended
@@ -221,6 +223,8 @@ class Completion:
         per streamed chunk."""
         if self.served_without_generating:
             return 0, 0
+        if self.reservation.batch_id and self.status == "failed":
+            return 0, 0  # a batch line's failed try: retried or reported as an error, never seen
         if self.usage is not None:
             return _reported(self.usage)
         if self.dispatched_to is None:
