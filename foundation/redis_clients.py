@@ -14,6 +14,9 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from foundation.redis_batch import CommandBatcher, batcher_for
 
@@ -56,13 +59,29 @@ def redis_url() -> str:
     return url
 
 
-def _client_options() -> dict[str, Any]:
+def _client_options(asynchronous: bool = False) -> dict[str, Any]:
     return {
         "socket_connect_timeout": settings.REDIS_CONNECT_TIMEOUT_S,
         "socket_timeout": settings.REDIS_SOCKET_TIMEOUT_S,
         "decode_responses": True,
         "health_check_interval": 30,
+        "retry": _reconnect_once(asynchronous),
     }
+
+
+def _reconnect_once(asynchronous: bool) -> Retry | AsyncRetry:
+    """A command that meets a broken connection is sent once more, on a new one.
+
+    A Redis restart closes every pooled connection, and each is found broken only when it
+    is next used, possibly seconds later: without this, each of them failed one request,
+    outside any fault (the chaos run's late 503). Only a connection error is retried, at
+    once: a timeout (a hung Redis) still fails fast, and a refused reconnect fails as
+    before. A command that ran just before its connection broke could run twice; for the
+    quota scripts that is a reservation counted twice, the safe side of a limit, and
+    settlement already retried a failed reconcile the same way.
+    """
+    kind = AsyncRetry if asynchronous else Retry
+    return kind(NoBackoff(), retries=1, supported_errors=(redis.exceptions.ConnectionError,))
 
 
 def sync_redis() -> redis.Redis:
@@ -98,7 +117,7 @@ def _async_client(
             url,
             max_connections=settings.REDIS_MAX_CONNECTIONS,
             timeout=settings.REDIS_SOCKET_TIMEOUT_S,
-            **_client_options(),
+            **_client_options(asynchronous=True),
         )
         client = aioredis.Redis(connection_pool=pool)
         registry[loop] = client

@@ -1,12 +1,11 @@
 """The chaos run, short (about a minute, a subset of the faults), so a regression in any of
 its invariants fails CI: `manage.py chaos` as a user runs it (docs/reliability.md), against
 this test run's database. Its own stack: Redis 8 with AOF, two gateways, Celery and beat,
-the scraper, four simulator workers, a batch; a worker killed mid-stream and a gateway
-SIGTERMed (the drain). The Redis restart is left to `make chaos`: a late 503 after it
-(docs/reliability.md, not fixed yet) would make this test flaky, not wrong. Every check
-must pass: one usage record per reply, no orphans, no quota overshoot in any window, no
-500 and errors only in fault windows, every stream ended, idle sockets kept, each batch
-line once and billed once."""
+the scraper, four simulator workers, a batch; a worker killed mid-stream, Redis restarted
+(AOF replay) and a gateway SIGTERMed (the drain). Every check must pass: one usage
+record per reply, no orphans, no quota overshoot in any window, no 500 and errors only in
+fault windows, every stream ended, idle sockets kept, each batch line once and billed
+once."""
 
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from tests.conftest import REPO_ROOT, child_env
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-FAULTS = "worker-kill,gateway-term"
+FAULTS = "worker-kill,redis-restart,gateway-term"
 
 
 def test_a_short_chaos_run_keeps_every_invariant(redis_url: str, tmp_path: Path) -> None:
