@@ -103,6 +103,8 @@ def cache_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> st
         "max_tokens": chat.max_tokens,
         "options": chat.options,
     }
+    if chat.text_prompt is not None:  # a text to continue, never the same as a chat turn
+        material["endpoint"] = chat.upstream_path
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -91,8 +91,10 @@ def semantic_allowed(chat: ChatRequest) -> bool:
     still answers it; the tools are in both keys, being options). A tool call's arguments
     are copied from the question's exact wording and executed by a program, not read by a
     person: a paraphrase that verification accepts can still differ in an argument (a
-    file name, an account id) that changes what gets executed."""
-    return not chat.may_call_tools
+    file name, an account id) that changes what gets executed. A text completion skips it
+    too: a prompt to be continued (code, a document) has no paraphrase with the same
+    continuation."""
+    return not chat.may_call_tools and chat.text_prompt is None
 
 
 async def plan(

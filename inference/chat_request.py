@@ -2,8 +2,6 @@
 
 import ipaddress
 import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,12 +15,29 @@ from inference.chat_options import (
     one_of,
 )
 from inference.chat_tools import check_message, check_tools, modern_messages
+from inference.request_body import (
+    MAX_CHOICES,
+    MAX_TOKENS_LIMIT,
+    check_max_tokens,
+    check_n,
+    check_object,
+    check_stream,
+    decode_body,
+)
 
-__all__ = ["ChatRequest", "InvalidRequest", "chat_request_from", "parse_chat_request"]
+__all__ = [
+    "MAX_CHOICES",
+    "MAX_TOKENS_LIMIT",
+    "ChatRequest",
+    "InvalidRequest",
+    "chat_request_from",
+    "parse_chat_request",
+]
 
 # "function": the legacy function-calling result, rewritten as a tool result (chat_tools).
 ROLES = {"system", "user", "assistant", "tool", "developer", "function"}
 DEFAULT_MAX_TOKENS = 512
+CHAT_PATH, TEXT_PATH = "/v1/chat/completions", "/v1/completions"  # a worker's endpoints
 # Every field the gateway reads; anything else is refused by name rather than silently
 # dropped (options: inference/chat_options.py, tools: inference/chat_tools.py).
 KNOWN = (
@@ -38,14 +53,6 @@ KNOWN = (
         "n",
     }
 )
-# Admission reserves max_tokens for each choice; a larger max_tokens than any deployed
-# context would only be refused by the worker after queueing.
-MAX_TOKENS_LIMIT = 32_768
-# The most choices (n) one request may ask for. Admission reserves n x max_tokens up front,
-# and the worker runs the n sequences side by side in its batch: a larger n lets one request
-# hold a team's whole token minute and a worker's batch slots at once. Eight covers
-# best-of-n sampling and self-consistency voting; more is a batch (gateway/batches).
-MAX_CHOICES = 8
 # What the worker renders into the prompt besides the messages (tool schemas above all).
 PROMPT_OPTIONS = ("tools", "response_format", "guided_json", "guided_grammar")
 
@@ -69,6 +76,12 @@ class ChatRequest:
     # How many choices to generate (OpenAI's n): the worker samples them from one prompt,
     # each up to max_tokens; admission reserves n x max_tokens (gateway/serving/admission.py).
     n: int = 1
+    # A text completion (/v1/completions, inference/text_completion.py): the prompt as the
+    # worker gets it, sent to its /v1/completions. `messages` holds it as one user message
+    # for what reads a request's messages (the admission estimate, routing's prefix, the
+    # cache key); the worker never sees that form.
+    text_prompt: str | None = None
+    echo: bool = False  # a text completion's reply starts with its prompt
 
     def estimated_prompt_tokens(self) -> int:
         """What admission reserves for the prompt before the worker has counted it: an
@@ -99,14 +112,23 @@ class ChatRequest:
         """Whether the reply may be tool calls (tools offered, and not tool_choice none)."""
         return bool(self.options.get("tools")) and self.options.get("tool_choice") != "none"
 
+    @property
+    def upstream_path(self) -> str:
+        return CHAT_PATH if self.text_prompt is None else TEXT_PATH
+
     def upstream_body(self) -> dict[str, Any]:
         # n only when above 1: the body of a single-choice request stays what every
         # OpenAI-compatible server takes (some know no n).
         choices = {"n": self.n} if self.n != 1 else {}
+        prompt: dict[str, Any] = (
+            {"messages": self.messages}
+            if self.text_prompt is None
+            else {"prompt": self.text_prompt}
+        )
         return {
             **self.options,
             **choices,
-            "messages": self.messages,
+            **prompt,
             "max_tokens": self.max_tokens,
             "stream_options": {"include_usage": True},
         }
@@ -206,40 +228,6 @@ def _check_image_part(part: dict[str, Any], where: str, param: str) -> None:
         )
 
 
-# Far beyond any real request (a JSON schema in response_format included), and far within
-# what every encoder on the way recurses through: the cache key, the admission estimate and
-# the worker's request each serialize the body again, a few levels deeper than it came.
-MAX_NESTING = 64
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _check_values(body: dict[str, Any]) -> None:
-    """Refuse what decodes but cannot travel on: nesting deeper than MAX_NESTING, strings
-    with a lone surrogate (the escape \\ud800 decodes to one; it has no UTF-8 form, so
-    encoding the body for a cache key or a worker would fail), and numbers out of float
-    range (1e999 decodes to inf, which is not JSON). Iterative: the depth is the point."""
-    for name, value in body.items():
-        pending: list[tuple[Any, int]] = [(name, 0), (value, 1)]
-        while pending:
-            item, depth = pending.pop()
-            if isinstance(item, str):
-                if not item.isascii() and _SURROGATE.search(item):
-                    raise _bad(f"'{name}' holds a lone surrogate: not valid Unicode text.", name)
-            elif isinstance(item, float) and not math.isfinite(item):
-                raise _bad(f"'{name}' holds a number out of range.", name)
-            elif isinstance(item, dict | list) and depth > MAX_NESTING:
-                raise _bad(f"'{name}' nests deeper than {MAX_NESTING} levels.", name)
-            elif isinstance(item, dict):
-                pending.extend((key, depth) for key in item)
-                pending.extend((inner, depth + 1) for inner in item.values())
-            elif isinstance(item, list):
-                pending.extend((inner, depth + 1) for inner in item)
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _plain_part(part: dict[str, Any]) -> dict[str, Any]:
     if part["type"] == "refusal":
         return {"type": "text", "text": part["refusal"]}
@@ -309,81 +297,18 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def _check_max_tokens(body: dict[str, Any]) -> int:
-    """max_completion_tokens, else max_tokens, else the default; each is checked when given
-    (a null max_completion_tokens must not let a malformed max_tokens through)."""
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not 1 <= value <= MAX_TOKENS_LIMIT
-        ):
-            raise _bad(f"'{name}' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens")
-    for name in ("max_completion_tokens", "max_tokens"):
-        if body.get(name) is not None:
-            return int(body[name])
-    return DEFAULT_MAX_TOKENS
-
-
-def _check_n(body: dict[str, Any]) -> int:
-    """n: an integer from 1 to MAX_CHOICES; null is the field left out (1)."""
-    n = body.get("n")
-    if n is None:
-        return 1
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
-        raise _bad(f"'n' must be an integer from 1 to {MAX_CHOICES}.", "n")
-    return int(n)
-
-
-# include_obfuscation: OpenAI pads its stream chunks against side channels; accepted and
-# ignored (the gateway does not pad).
-STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
-
-
-def _stream_options(options: dict[str, Any]) -> bool:
-    return all(
-        one_of(key, STREAM_OPTIONS) and (value is None or isinstance(value, bool))
-        for key, value in options.items()
-    )
-
-
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """A chat completion from an HTTP body."""
-    try:
-        # NaN and Infinity are not JSON; Python accepts them unless told otherwise.
-        body = json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError):
-        raise _bad("The body is not valid JSON.") from None
-    except RecursionError:  # the decoder's own depth limit (about 1,000 levels)
-        raise _bad(f"The body nests deeper than {MAX_NESTING} levels.") from None
-    return chat_request_from(body)
+    return chat_request_from(decode_body(raw))
 
 
 def chat_request_from(body: Any) -> ChatRequest:
     """A chat completion from already-decoded JSON (the WebSocket's message, a batch line)."""
-    if not isinstance(body, dict):
-        raise _bad("The body must be a JSON object.")
-    _check_values(body)
-    unknown = sorted(set(body) - KNOWN)
-    if unknown:
-        raise _bad(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])
-    # null is the field left out, as OpenAI reads it (n, stream and stream_options are nullable)
-    n = _check_n(body)
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise _bad("'model' must be a non-empty string.", "model")
-    stream = False if body.get("stream") is None else body["stream"]
-    stream_options = {} if body.get("stream_options") is None else body["stream_options"]
-    if not isinstance(stream, bool):
-        raise _bad("'stream' must be a boolean.", "stream")
-    if not isinstance(stream_options, dict) or not _stream_options(stream_options):
-        raise _bad(
-            "'stream_options' must be an object of include_usage and include_obfuscation, "
-            "each a boolean.",
-            "stream_options",
-        )
+    body = check_object(body, KNOWN)
+    n = check_n(body)
+    stream, include_usage = check_stream(body)
     messages = _check_messages(body.get("messages"))
-    max_tokens = _check_max_tokens(body)
+    max_tokens = check_max_tokens(body, DEFAULT_MAX_TOKENS)
     options = check_options(body)
     tool_options, legacy_functions = check_tools(body)
     return ChatRequest(
@@ -391,7 +316,7 @@ def chat_request_from(body: Any) -> ChatRequest:
         messages=modern_messages(_for_workers(messages)),
         max_tokens=max_tokens,
         stream=stream,
-        include_usage=bool(stream_options.get("include_usage")),
+        include_usage=include_usage,
         options={**options, **tool_options},
         legacy_functions=legacy_functions,
         n=n,

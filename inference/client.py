@@ -18,6 +18,8 @@ import orjson
 from django.conf import settings
 
 from foundation.json_bytes import json_bytes
+from inference.chat_request import CHAT_PATH, TEXT_PATH
+from inference.text_completion import as_chat_chunk
 
 logger = logging.getLogger(__name__)
 _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
@@ -106,16 +108,14 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
 
 
 async def _open(
-    url: str, payload: dict[str, Any]
+    url: str, payload: dict[str, Any], path: str
 ) -> tuple[aiohttp.ClientResponse, Chunk, AsyncGenerator[Chunk, None]]:
     """POST and wait for the first chunk, all within the first-token timeout."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
     response = None
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
-            response = await http_session().post(
-                f"{url}/v1/chat/completions", json=payload, timeout=timeout
-            )
+            response = await http_session().post(f"{url}{path}", json=payload, timeout=timeout)
             if response.status != 200:
                 detail = (await response.text())[:500]
                 raise UpstreamError(
@@ -125,6 +125,8 @@ async def _open(
                     status=response.status,
                 )
             chunks = _chunks(response, url)
+            if path == TEXT_PATH:  # read on as chat deltas: one pipeline for both
+                chunks = _as_chat_chunks(chunks)
             return response, await anext(chunks), chunks
     except BaseException as exc:
         if response is not None:
@@ -140,12 +142,19 @@ async def _open(
         raise
 
 
+async def _as_chat_chunks(chunks: AsyncGenerator[Chunk, None]) -> AsyncGenerator[Chunk, None]:
+    async for chunk in chunks:
+        yield as_chat_chunk(chunk)
+
+
 async def stream_from_worker(
-    url: str, upstream_model: str, body: dict[str, Any]
+    url: str, upstream_model: str, body: dict[str, Any], path: str = CHAT_PATH
 ) -> AsyncGenerator[Chunk, None]:
-    """Stream one request from one worker (its own model name replaces ours)."""
+    """Stream one request from one worker (its own model name replaces ours), from its chat
+    endpoint or, for a text completion, its /v1/completions (inference/text_completion.py),
+    whose chunks come out as chat chunks."""
     payload = {**body, "model": upstream_model, "stream": True}
-    response, first, chunks = await _open(url, payload)
+    response, first, chunks = await _open(url, payload, path)
     finished = False
     try:
         yield first
@@ -163,15 +172,20 @@ async def stream_from_worker(
 
 
 async def count_prompt_tokens(
-    url: str, upstream_model: str, messages: list[Any], tools: list[Any] | None = None
+    url: str,
+    upstream_model: str,
+    messages: list[Any],
+    tools: list[Any] | None = None,
+    text_prompt: str | None = None,
 ) -> int:
     """The prompt's length in the worker's own tokens, chat template included (vLLM's
-    /tokenize): what a request that left before its usage chunk is billed for its prompt."""
-    payload: dict[str, Any] = {
-        "model": upstream_model,
-        "messages": messages,
-        "add_generation_prompt": True,
-    }
+    /tokenize): what a request that left before its usage chunk is billed for its prompt.
+    A text completion's prompt is counted as it is (no chat template)."""
+    payload: dict[str, Any] = {"model": upstream_model}
+    if text_prompt is not None:
+        payload["prompt"] = text_prompt
+    else:
+        payload.update(messages=messages, add_generation_prompt=True)
     if tools:
         payload["tools"] = tools
     timeout = aiohttp.ClientTimeout(total=settings.UPSTREAM_CONNECT_TIMEOUT_S + 2)

@@ -98,6 +98,8 @@ class TemplateCounter(PromptCounter):
         return cls(Tokenizer.from_file(str(tokenizer_file)), template, special)
 
     def count(self, chat: ChatRequest) -> int:
+        if chat.text_prompt is not None:  # a text completion: the prompt as it is, BOS and all
+            return len(self.tokenizer.encode(chat.text_prompt, add_special_tokens=True).ids)
         if chat.first_image_part() is not None:
             return chat.estimated_prompt_tokens()  # image tokens are the worker's to count
         messages = [self._message(m) for m in chat.messages]

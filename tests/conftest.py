@@ -130,6 +130,14 @@ def redis_url(request: pytest.FixtureRequest, settings: object) -> Iterator[str]
 
 
 @pytest.fixture
+def stack(redis_url: str, tmp_path: Path) -> Iterator[Any]:
+    """A live batch stack: gateway, simulator worker, Celery on demand (tests/batch_stack.py)."""
+    from tests.batch_stack import batch_stack
+
+    yield from batch_stack(redis_url, tmp_path)
+
+
+@pytest.fixture
 def upstream_sim():
     """A simulator serving the model name `sim-upstream` (deployments map to it)."""
     from tests.sims import SimProcess

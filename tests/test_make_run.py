@@ -138,6 +138,21 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
     )
     pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
     assert len([p for p in pieces if p]) > 3 and "Paris" in "".join(pieces)
+    # A text completion reaches the real worker's /v1/completions, streamed and not.
+    text = client.completions.create(
+        model=EMBEDDED_MODEL, prompt="The capital of France is", max_tokens=8, temperature=0
+    )
+    assert text.object == "text_completion" and text.choices[0].text.strip()
+    assert text.usage is not None and text.usage.completion_tokens > 0
+    streamed = client.completions.create(
+        model=EMBEDDED_MODEL,
+        prompt="The capital of France is",
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+        extra_headers={"Cache-Control": "no-cache"},
+    )
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == text.choices[0].text
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
     launcher.wait_for(r"main@\S+ ready", timeout=60)
 

@@ -4,6 +4,7 @@ from gateway.api import batches, embeddings, files, views
 
 urlpatterns = [
     path("chat/completions", views.chat_completions, name="chat-completions"),
+    path("completions", views.completions, name="completions"),
     path("embeddings", embeddings.embeddings, name="embeddings"),
     path("models", views.models, name="models"),
     # <path:>: a model id may hold slashes (a vLLM served name like org/model).

@@ -6,7 +6,8 @@ bodies over MAX_REQUEST_BODY_BYTES never get here (gateway/body_limit.py).
 """
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -23,8 +24,8 @@ from gateway.api.common import EventStream, credential, finish, json_response
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.drain import drain
 from gateway.drain_asgi import restarting
-from gateway.serving.chat_body import collect_reply
-from gateway.serving.completion import Completion
+from gateway.serving.chat_body import collect_reply, collect_text_reply
+from gateway.serving.completion import Chunk, Completion
 from gateway.serving.context_trim import POLICY_HEADER, with_requested_policy
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, ModelNotFound, api_error
 from gateway.serving.pipeline import (
@@ -37,20 +38,67 @@ from inference.chat_request import ChatRequest, InvalidRequest, parse_chat_reque
 from inference.chat_tools import legacy_chunk
 from inference.deployments import DeploymentInfo, catalog, known_context_length
 from inference.reply import openai_logprobs
+from inference.text_completion import echo_chunk, parse_text_completion, text_chunk
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
+
+
+@dataclass(frozen=True)
+class ReplyShape:
+    """How one endpoint shows a completion: its request parser, each stream chunk as the
+    client sees it (None: not shown), what a stream starts with, the whole reply."""
+
+    parse: Callable[[bytes], ChatRequest]
+    chunk: Callable[[Completion, Chunk], Chunk | None]
+    whole: Callable[[Completion], Awaitable[dict[str, Any]]]
+    opening: Callable[[Completion], list[Chunk]] = lambda run: []
+    id_prefix: str = "chatcmpl"
+
+
+def _chat_chunk(run: Completion, chunk: Chunk) -> Chunk | None:
+    if chunk.get("usage") and not run.chat.include_usage:
+        return None
+    visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
+    return legacy_chunk(visible) if run.chat.legacy_functions else visible
+
+
+def _echo(run: Completion) -> list[Chunk]:
+    if not run.chat.echo:
+        return []
+    return [echo_chunk(run.chat, run.request_id, run.created, run.deployment.name)]
+
+
+CHAT = ReplyShape(parse_chat_request, _chat_chunk, collect_reply)
+TEXT = ReplyShape(
+    parse_text_completion,
+    lambda run, chunk: text_chunk(chunk, run.chat.include_usage),
+    collect_text_reply,
+    opening=_echo,
+    id_prefix="cmpl",
+)
 
 
 @csrf_exempt
 @require_POST
 async def chat_completions(request: HttpRequest) -> HttpResponseBase:
-    request_id = new_request_id()
+    return await _complete(request, CHAT)
+
+
+@csrf_exempt
+@require_POST
+async def completions(request: HttpRequest) -> HttpResponseBase:
+    """POST /v1/completions: text completions, through the same pipeline as chat."""
+    return await _complete(request, TEXT)
+
+
+async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase:
+    request_id = new_request_id(shape.id_prefix)
     try:
         caller_key = credential(request)
         directives = CacheDirectives.from_headers(request.headers)
         policy = request.headers.get(POLICY_HEADER)  # the request's own context policy
 
         def read() -> ChatRequest:  # validated after authentication, the header with it
-            return with_requested_policy(parse_chat_request(request.body), policy, POLICY_HEADER)
+            return with_requested_policy(shape.parse(request.body), policy, POLICY_HEADER)
 
         run = await open_completion(caller_key, read, directives, request_id)
     except DOMAIN_ERRORS as exc:
@@ -58,32 +106,32 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
     model = run.deployment.name
     if run.chat.stream:
-        return finish(EventStream(_sse(run)), request_id, run.response_headers(), model)
+        return finish(EventStream(_sse(run, shape)), request_id, run.response_headers(), model)
     failure: ApiError | None = None
     async with run:  # settles before the reply goes out: its time is the gateway's
         try:
-            body = await collect_reply(run)
+            body = await shape.whole(run)
         except DOMAIN_ERRORS as exc:
             failure = api_error(exc)
     reply = json_response(body) if failure is None else failure.response()
     return finish(reply, request_id, run.response_headers(), model)
 
 
-async def _sse(run: Completion) -> AsyncGenerator[bytes, None]:
+async def _sse(run: Completion, shape: ReplyShape) -> AsyncGenerator[bytes, None]:
     """Relay chunks; a client that leaves cancels this generator, which stops the worker.
     A stream still running shortly before a draining process's deadline (gateway/drain.py)
     ends with a service_unavailable error chunk, billed for what was made, instead of being
     cut by the server's shutdown."""
     async with run:
         try:
+            for opening in shape.opening(run):
+                yield b"data: " + json_bytes(opening) + b"\n\n"
             async for chunk in run.stream():
                 if drain.stopping_streams:
                     yield restarting().sse_chunk()
                     return
-                if not chunk.get("usage") or run.chat.include_usage:
-                    visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
-                    if run.chat.legacy_functions:
-                        visible = legacy_chunk(visible)
+                visible = shape.chunk(run, chunk)
+                if visible is not None:
                     yield b"data: " + json_bytes(visible) + b"\n\n"
             yield b"data: [DONE]\n\n"
         except DOMAIN_ERRORS as exc:  # a mid-stream failure ends the stream with an error chunk
@@ -99,8 +147,9 @@ def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:
 @csrf_exempt
 @require_POST
 async def report_false_hit(request: HttpRequest) -> HttpResponse:
-    """POST {"request_id": "chatcmpl-..."}: the cached reply to that request was wrong;
-    remove it so the next identical request goes to the model."""
+    """POST {"request_id": "chatcmpl-..."} (or a text completion's "cmpl-..."): the cached
+    reply to that request was wrong; remove it so the next identical request goes to the
+    model."""
     try:
         caller = await credential(request).authorize()
         request_id = _false_hit_request_id(request.body)
@@ -122,7 +171,7 @@ def _false_hit_request_id(raw: bytes) -> str:
     request_id = body.get("request_id") if isinstance(body, dict) else None
     if not (
         isinstance(request_id, str)
-        and request_id.startswith("chatcmpl-")
+        and request_id.startswith(("chatcmpl-", "cmpl-"))
         and len(request_id) <= 64
         and request_id.isascii()  # it becomes a Redis key: a lone surrogate cannot be encoded
     ):

@@ -16,7 +16,12 @@ from django.utils import timezone
 from gateway.accounts.authentication import ModelNotAllowed, check_model_allowed
 from gateway.accounts.models import Team
 from gateway.accounts.records import KeyRecord, effective_limits
-from gateway.batches.input_file import CHAT, ENDPOINTS, NotABatchFile, summarize
+from gateway.batches.input_file import (
+    ENDPOINTS,
+    GENERATION_ENDPOINTS,
+    NotABatchFile,
+    summarize,
+)
 from gateway.batches.models import Batch, BatchFile
 from gateway.batches.storage import file_storage
 from inference.deployments import DeploymentInfo
@@ -215,7 +220,7 @@ def _check_models(
             check_model_allowed(key.allowed_models, name)
         except ModelNotAllowed as exc:
             raise BatchRefused(403, str(exc), "model_not_allowed", "input_file_id") from None
-        if deployment.is_chat != (endpoint == CHAT):
+        if deployment.is_chat != (endpoint in GENERATION_ENDPOINTS):
             raise BatchRefused(
                 400,
                 f"The model '{name}' does not serve {endpoint}.",

@@ -14,12 +14,15 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.chat_request import ChatRequest, InvalidRequest, parse_chat_request
 from inference.embedding_request import parse_embedding_request
+from inference.text_completion import parse_text_completion
 
 CHAT = "/v1/chat/completions"
+TEXT = "/v1/completions"
 EMBEDDINGS = "/v1/embeddings"
-ENDPOINTS = (CHAT, EMBEDDINGS)
+ENDPOINTS = (CHAT, TEXT, EMBEDDINGS)
+GENERATION_ENDPOINTS = (CHAT, TEXT)  # served by chat deployments
 CUSTOM_ID_MAX_CHARS = 512
 
 
@@ -87,10 +90,16 @@ def read_line(number: int, raw: bytes) -> LineRequest:
 def estimated_tokens(line: LineRequest) -> int:
     """What admission would reserve for the line: its prompt estimate plus max_tokens.
     Raises InvalidRequest for a body its endpoint would refuse."""
-    if line.url == CHAT:
-        chat = parse_chat_request(line.encoded_body())
-        return chat.estimated_prompt_tokens() + chat.max_tokens
+    if line.url in GENERATION_ENDPOINTS:
+        chat = parse_generation(line)
+        return chat.estimated_prompt_tokens() + chat.max_tokens * chat.n
     return parse_embedding_request(line.encoded_body()).estimated_prompt_tokens()
+
+
+def parse_generation(line: LineRequest) -> ChatRequest:
+    """A chat or text completion line's request, validated as its endpoint would."""
+    parse = parse_chat_request if line.url == CHAT else parse_text_completion
+    return parse(line.encoded_body())
 
 
 def summarize(content: IO[bytes]) -> FileSummary:

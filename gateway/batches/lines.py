@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from caching.exact import CacheDirectives
-from gateway.batches.input_file import CHAT, LineRequest
+from gateway.batches.input_file import GENERATION_ENDPOINTS, TEXT, LineRequest, parse_generation
 from gateway.serving.admission import BatchKeyCredential
-from gateway.serving.chat_body import collect_reply
+from gateway.serving.chat_body import collect_reply, collect_text_reply
 from gateway.serving.embeddings import create_embeddings
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
 from gateway.serving.pipeline import open_completion
-from inference.chat_request import InvalidRequest, parse_chat_request
+from inference.chat_request import InvalidRequest
 from inference.embedding_request import parse_embedding_request
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ async def _run_once(
     line: LineRequest, credential: BatchKeyCredential, request_id: str
 ) -> LineResult:
     try:
-        if line.url == CHAT:
+        if line.url in GENERATION_ENDPOINTS:
             return await _chat(line, credential, request_id)
         return await _embeddings(line, credential, request_id)
     except DOMAIN_ERRORS as exc:
@@ -70,15 +70,17 @@ async def _run_once(
 
 
 async def _chat(line: LineRequest, credential: BatchKeyCredential, request_id: str) -> LineResult:
+    """A chat or text completion line (the same pipeline; the reply in its endpoint's shape)."""
+
     def read() -> Any:
-        chat = parse_chat_request(line.encoded_body())
+        chat = parse_generation(line)
         if chat.stream:
             raise InvalidRequest("A batch line cannot stream: leave stream unset.", "stream")
         return chat
 
     run = await open_completion(credential, read, CacheDirectives(), request_id)
     async with run:
-        body = await collect_reply(run)
+        body = await (collect_text_reply(run) if line.url == TEXT else collect_reply(run))
     usage = body["usage"]
     return LineResult(
         200, body, usage["prompt_tokens"], usage["completion_tokens"], run.cost_micros

@@ -1,12 +1,13 @@
 """A whole (non-streamed) chat.completion body in OpenAI's shape, assembled from a
 completion's stream: what the HTTP adapter answers a non-streaming request with, and what
-a batch line's output holds."""
+a batch line's output holds; and a text completion's (/v1/completions), from the same."""
 
 from typing import Any
 
 from gateway.serving.completion import Completion
 from inference.chat_tools import legacy_message
 from inference.reply import ReplyAssembler
+from inference.text_completion import text_reply
 
 
 async def collect_reply(run: Completion) -> dict[str, Any]:
@@ -31,6 +32,11 @@ async def collect_reply(run: Completion) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": run.cached_prompt_tokens()},
         },
     }
+
+
+async def collect_text_reply(run: Completion) -> dict[str, Any]:
+    """A text completion's whole reply (object text_completion, each choice's text)."""
+    return text_reply(await collect_reply(run), run.chat)
 
 
 def _choice(run: Completion, reply: ReplyAssembler) -> dict[str, Any]:

@@ -234,9 +234,15 @@ class Completion:
         return await self._counted_prompt(self.dispatched_to), self.chunks_with_text
 
     async def _counted_prompt(self, worker: WorkerView) -> int:
-        messages, tools = self.chat.messages, self.chat.options.get("tools")
+        chat = self.chat
         try:
-            return await count_prompt_tokens(worker.url, worker.upstream_model, messages, tools)
+            return await count_prompt_tokens(
+                worker.url,
+                worker.upstream_model,
+                chat.messages,
+                chat.options.get("tools"),
+                chat.text_prompt,
+            )
         except UpstreamError as exc:
             # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
             metrics.prompt_tokens_estimated.labels(self.deployment.name).inc()
@@ -293,6 +299,7 @@ class Completion:
             route=route,
             on_dispatch=self._dispatched,
             tenant=tenant,
+            path=self.chat.upstream_path,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:

@@ -1,4 +1,5 @@
-"""THE request pipeline: every chat completion, whatever its transport, takes these steps.
+"""THE request pipeline: every chat completion, whatever its transport, takes these steps
+(a text completion too: inference/text_completion.py).
 
     1 authenticate   the transport's credential -> Caller (re-checked for every request)
     2 admit          deployment (or model "auto" by tier), the request fitted to the context
@@ -64,8 +65,9 @@ def rate_limit_headers_of(exc: BaseException) -> dict[str, str]:
     return rate_limit_headers(state) if state is not None else {}
 
 
-def new_request_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
+def new_request_id(prefix: str = "chatcmpl") -> str:
+    """chatcmpl-... for a chat completion, cmpl-... for a text completion, as OpenAI's."""
+    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 async def open_completion(

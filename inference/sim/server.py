@@ -17,6 +17,7 @@ from inference.sim.profiles import Profile
 from inference.sim.replies import Reply, logprobs, reply_for
 from inference.sim.sleep import DEFAULT_WAKE_S, SLEEP, add_routes, refusal
 from inference.sim.text import prompt_tokens
+from inference.text_completion import TEXT_PATH, text_chunk
 
 ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
 MODEL = web.AppKey("model", str)
@@ -94,15 +95,26 @@ def _parse(body: Any, model: str) -> tuple[SimRequest, dict[str, Any]] | str:
     return request, {"max_tokens": max_tokens, **body, "n": n, "messages": messages}
 
 
+def _as_chat_body(body: Any, path: str) -> Any:
+    """A text completion's body as the chat body the simulator reads: its prompt (a string,
+    or an array of one) as one user message; OpenAI's default of 16 tokens."""
+    if path != TEXT_PATH or not isinstance(body, dict):
+        return body
+    prompt = body.get("prompt")
+    prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt
+    rest = {k: v for k, v in body.items() if k != "prompt"}
+    return {"max_tokens": 16, **rest, "messages": [{"role": "user", "content": prompt}]}
+
+
 def _chunk(
     request_id: str,
-    model: str,
     created: int,
+    model: str,
     delta: dict[str, Any],
     finish: str | None = None,
     token_logprobs: dict[str, Any] | None = None,
     index: int = 0,
-) -> bytes:
+) -> dict[str, Any]:
     choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
     if token_logprobs is not None:
         choice["logprobs"] = {"content": [token_logprobs]}
@@ -113,7 +125,7 @@ def _chunk(
         "model": model,
         "choices": [choice],
     }
-    return f"data: {json.dumps(payload)}\n\n".encode()
+    return payload
 
 
 def _logprobs_for(options: dict[str, Any], token: str, position: int) -> dict[str, Any] | None:
@@ -147,6 +159,12 @@ async def _interleaved(requests: list[SimRequest]) -> AsyncIterator[tuple[int, s
                 running.remove(index)
 
 
+def _reply_fields(reply: ReplyAssembler, text: bool) -> dict[str, Any]:
+    if text:  # a text completion's choice
+        return {"text": reply.text, "logprobs": None}
+    return {"message": reply.message(), "logprobs": reply.logprobs()}
+
+
 def _finish_reason(request: SimRequest, max_tokens: int, reply: Reply) -> str:
     if request.generated >= max_tokens:
         return "length"
@@ -170,13 +188,14 @@ async def chat_completions(http: web.Request) -> web.StreamResponse:
 async def _chat_completions(http: web.Request) -> web.StreamResponse:
     engine, model = http.app[ENGINE], http.app[MODEL]
     try:
-        body = await http.json()
+        body = _as_chat_body(await http.json(), http.path)
     except json.JSONDecodeError:
         return _error(400, "body is not valid JSON")
     parsed = _parse(body, model)
     if isinstance(parsed, str):
         return _error(404 if "does not exist" in parsed else 400, parsed)
     request, options = parsed
+    text = http.path == TEXT_PATH  # a text completion: the prompt read as one user message
     scripted = http.app[SCRIPTED].get(options["messages"][-1]["content"])
     requests, replies = [], []
     for choice in range(options["n"]):  # a sequence each, the prompt shared (prefix cache)
@@ -201,7 +220,9 @@ async def _chat_completions(http: web.Request) -> web.StreamResponse:
     request_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     try:
         if options.get("stream"):
-            return await _stream(http, requests, replies, options, request_id, created, model)
+            return await _stream(
+                http, requests, replies, options, (request_id, created, model), text
+            )
         assembled = [ReplyAssembler(index) for index in range(len(requests))]
         positions = [0] * len(requests)
         async for index, token in _interleaved(requests):
@@ -219,8 +240,7 @@ async def _chat_completions(http: web.Request) -> web.StreamResponse:
     choices = [
         {
             "index": index,
-            "message": assembled[index].message(),
-            "logprobs": assembled[index].logprobs(),
+            **_reply_fields(assembled[index], text),
             "finish_reason": _finish_reason(requests[index], options["max_tokens"], reply),
         }
         for index, reply in enumerate(replies)
@@ -228,7 +248,7 @@ async def _chat_completions(http: web.Request) -> web.StreamResponse:
     return web.json_response(
         {
             "id": request_id,
-            "object": "chat.completion",
+            "object": "text_completion" if text else "chat.completion",
             "created": created,
             "model": model,
             "choices": choices,
@@ -242,37 +262,34 @@ async def _stream(
     requests: list[SimRequest],
     replies: list[Reply],
     options: dict[str, Any],
-    request_id: str,
-    created: int,
-    model: str,
+    stream_id: tuple[str, int, str],
+    text: bool = False,
 ) -> web.StreamResponse:
+    """Chat chunks, or for a text completion the same as text chunks (as vLLM's)."""
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
     await response.prepare(http)
+
+    async def send(payload: dict[str, Any]) -> None:
+        shown = text_chunk(payload, include_usage=True) if text else payload
+        if shown is not None:
+            await response.write(f"data: {json.dumps(shown)}\n\n".encode())
+
     for index in range(len(requests)):  # vLLM opens every choice with its role
-        opening = {"role": "assistant", "content": ""}
-        await response.write(_chunk(request_id, model, created, opening, index=index))
+        await send(_chunk(*stream_id, {"role": "assistant", "content": ""}, index=index))
     positions = [0] * len(requests)
     async for index, token in _interleaved(requests):
         if token is None:
             finish = _finish_reason(requests[index], options["max_tokens"], replies[index])
-            await response.write(_chunk(request_id, model, created, {}, finish, index=index))
+            await send(_chunk(*stream_id, {}, finish, index=index))
             continue
         delta = replies[index].pieces[positions[index]].delta
         lp = _logprobs_for(options, token, positions[index])
-        await response.write(_chunk(request_id, model, created, delta, None, lp, index))
+        await send(_chunk(*stream_id, delta, None, lp, index))
         positions[index] += 1
     if (options.get("stream_options") or {}).get("include_usage"):
-        usage = {
-            "id": request_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [],
-            "usage": _usage(requests),
-        }
-        await response.write(f"data: {json.dumps(usage)}\n\n".encode())
+        await send({**_chunk(*stream_id, {}), "choices": [], "usage": _usage(requests)})
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
@@ -287,6 +304,8 @@ async def tokenize(http: web.Request) -> web.Response:
         return _error(400, "body is not valid JSON")
     if not isinstance(body, dict):
         return _error(400, "body must be a JSON object")
+    if isinstance(body.get("prompt"), str):  # a text completion's prompt, as it bills it
+        body = _as_chat_body(body, TEXT_PATH)
     messages = _flat_messages(body.get("messages"), body.get("tools"))
     if messages is None:
         return _error(400, "messages must be a list of {role, content} (text or image parts)")
@@ -354,6 +373,7 @@ def build_app(
     app.cleanup_ctx.append(run_engine)
     add_routes(app, app[ENGINE], app[ENGINE].metrics, wake_s / time_scale)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post(TEXT_PATH, chat_completions)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from inference.chat_request import CHAT_PATH
 from inference.client import UpstreamError, stream_from_worker
 from scaling.routing.dispatcher import Dispatcher, Lease, NoHealthyWorker, Priority
 from scaling.routing.fair_queue import Tenant
@@ -29,6 +30,7 @@ async def stream_completion(
     route: RouteContext | None = None,
     on_dispatch: Callable[[Lease], None] | None = None,
     tenant: Tenant | None = None,
+    path: str = CHAT_PATH,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
@@ -36,7 +38,8 @@ async def stream_completion(
     worker (each retry too, among the workers not yet tried). on_dispatch: told of each
     worker the request is sent to, before its first chunk (a request abandoned then has
     still had its prompt processed there). tenant: whose request it is, so the dispatcher
-    queues it fairly among tenants and applies its concurrency cap."""
+    queues it fairly among tenants and applies its concurrency cap. path: the workers'
+    endpoint (a text completion's is /v1/completions)."""
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
@@ -54,7 +57,7 @@ async def stream_completion(
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
             async with aclosing(
-                stream_from_worker(lease.worker.url, lease.worker.upstream_model, body)
+                stream_from_worker(lease.worker.url, lease.worker.upstream_model, body, path)
             ) as chunks:
                 async for chunk in chunks:
                     started = True

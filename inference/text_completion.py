@@ -1,0 +1,204 @@
+"""OpenAI's text completions (/v1/completions): a prompt in, text out, for code-completion
+clients and base models.
+
+A text completion takes the chat pipeline whole (admission, exact cache, coalescing,
+routing, settlement) as a ChatRequest with `text_prompt` set, so nothing downstream has a
+second path to keep right. The differences live at the two edges, here: the request's
+fields and defaults (max_tokens 16, as OpenAI's), the worker's text chunks read as deltas
+(`as_chat_chunk`) on the way in, and deltas written back as text chunks and replies on the
+way out (`text_chunk`, `text_reply`). The semantic cache never answers one: a prompt to be
+continued has no question whose paraphrase would have the same continuation.
+
+Not served, each refused by name: several prompts in one request, token-id prompts,
+`logprobs` (OpenAI's integer form here; chat completions take logprobs), and `best_of`
+above `n` (vLLM no longer samples best-of).
+"""
+
+from typing import Any
+
+from inference.chat_options import OPENAI_OPTIONS, VLLM_OPTIONS, InvalidRequest, check_options
+from inference.chat_request import TEXT_PATH, ChatRequest
+from inference.request_body import (
+    check_max_tokens,
+    check_n,
+    check_object,
+    check_stream,
+    decode_body,
+)
+
+__all__ = [
+    "TEXT_PATH",
+    "as_chat_chunk",
+    "echo_chunk",
+    "parse_text_completion",
+    "text_chunk",
+    "text_reply",
+]
+
+DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_SUFFIX_CHARS = 64 * 1024
+# The sampling options a text prompt takes: the chat ones less those about messages, tools
+# and structured replies' formats (vLLM's guided fields still apply to text).
+OPTIONS = (OPENAI_OPTIONS - {"response_format", "reasoning_effort", "top_logprobs"}) | (
+    VLLM_OPTIONS - {"chat_template_kwargs"}
+)
+KNOWN = OPTIONS | {
+    "model",
+    "prompt",
+    "max_tokens",
+    "stream",
+    "stream_options",
+    "n",
+    "echo",
+    "suffix",
+    "best_of",
+}
+
+
+def parse_text_completion(raw: bytes) -> ChatRequest:
+    """A text completion from an HTTP body."""
+    return text_completion_from(decode_body(raw))
+
+
+def text_completion_from(body: Any) -> ChatRequest:
+    """A text completion from decoded JSON (an HTTP body, a batch line)."""
+    body = check_object(body, KNOWN)
+    prompt = _prompt(body.get("prompt"))
+    n = check_n(body)
+    if body.get("best_of") is not None and body["best_of"] != n:
+        raise InvalidRequest(
+            "'best_of' is served only equal to n (each choice is returned): sampling more "
+            "candidates than are returned is not supported.",
+            "best_of",
+        )
+    if body.get("logprobs") is not None:
+        raise InvalidRequest(
+            "'logprobs' is not served on /v1/completions; /v1/chat/completions takes "
+            "logprobs and top_logprobs.",
+            "logprobs",
+        )
+    echo = body.get("echo")
+    if echo is not None and not isinstance(echo, bool):
+        raise InvalidRequest("'echo' must be a boolean.", "echo")
+    suffix = body.get("suffix")
+    if suffix is not None and (not isinstance(suffix, str) or len(suffix) > MAX_SUFFIX_CHARS):
+        raise InvalidRequest(
+            f"'suffix' must be a string of at most {MAX_SUFFIX_CHARS} characters.", "suffix"
+        )
+    stream, include_usage = check_stream(body)
+    options = check_options(body)
+    if suffix:  # for a worker that takes it (vLLM refuses it: relayed as its 400)
+        options["suffix"] = suffix
+    return ChatRequest(
+        model=body["model"],
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=check_max_tokens(body, DEFAULT_MAX_TOKENS),
+        stream=stream,
+        include_usage=include_usage,
+        options=options,
+        n=n,
+        text_prompt=prompt,
+        echo=bool(echo),
+    )
+
+
+def _prompt(value: Any) -> str:
+    """One text prompt: a string, or an array holding one string."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        value = value[0]
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int | list) for v in value):
+        message = "Token-id prompts are not served: send the prompt as text."
+    elif isinstance(value, list) and len(value) > 1:
+        message = (
+            "One prompt per request: send each prompt as its own request, or many as a "
+            "batch (/v1/batches)."
+        )
+    else:
+        message = "'prompt' must be a non-empty string."
+    raise InvalidRequest(message, "prompt")
+
+
+def as_chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A worker's text completion chunk as the chat chunk the pipeline reads: each choice's
+    text as its delta's content. Read defensively, as every worker chunk is."""
+    choices = chunk.get("choices")
+    deltas = [
+        {
+            "index": choice.get("index", 0),
+            "delta": {"content": choice["text"] if isinstance(choice.get("text"), str) else ""},
+            "finish_reason": choice.get("finish_reason"),
+        }
+        for choice in (choices if isinstance(choices, list) else [])
+        if isinstance(choice, dict)
+    ]
+    return {**chunk, "object": "chat.completion.chunk", "choices": deltas}
+
+
+def text_chunk(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any] | None:
+    """A pipeline chunk as the client's text_completion chunk; None when it carries nothing
+    a text client reads (a replay's opening role delta, a usage chunk not asked for)."""
+    choices = []
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+        if text or choice.get("finish_reason") is not None:
+            choices.append(
+                {
+                    "index": choice.get("index", 0),
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": choice.get("finish_reason"),
+                }
+            )
+    usage = chunk.get("usage") if include_usage else None
+    if not choices and not usage:
+        return None
+    shaped = {
+        "id": chunk.get("id"),
+        "object": "text_completion",
+        "created": chunk.get("created"),
+        "model": chunk.get("model"),
+        "choices": choices,
+    }
+    if usage:
+        shaped["usage"] = usage
+    return shaped
+
+
+def echo_chunk(chat: ChatRequest, request_id: str, created: int, model: str) -> dict[str, Any]:
+    """The stream's first chunk when the client asked for echo: the prompt, each choice."""
+    assert chat.text_prompt is not None
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": index, "text": chat.text_prompt, "logprobs": None, "finish_reason": None}
+            for index in range(chat.n)
+        ],
+    }
+
+
+def text_reply(chat_reply: dict[str, Any], chat: ChatRequest) -> dict[str, Any]:
+    """An assembled chat.completion body (gateway/serving/chat_body.py) as OpenAI's
+    text_completion reply."""
+    echoed = chat.text_prompt if chat.echo and chat.text_prompt is not None else ""
+    return {
+        "id": chat_reply["id"],
+        "object": "text_completion",
+        "created": chat_reply["created"],
+        "model": chat_reply["model"],
+        "choices": [
+            {
+                "index": choice["index"],
+                "text": echoed + (choice["message"].get("content") or ""),
+                "logprobs": None,
+                "finish_reason": choice["finish_reason"],
+            }
+            for choice in chat_reply["choices"]
+        ],
+        "usage": chat_reply["usage"],
+    }
