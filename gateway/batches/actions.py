@@ -25,6 +25,7 @@ from gateway.batches.input_file import (
 from gateway.batches.models import Batch, BatchFile
 from gateway.batches.storage import file_storage
 from inference.deployments import DeploymentInfo
+from scaling.routing.tiers import AUTO_MODEL, BATCH_TIER, ROUTED_TIERS
 
 logger = logging.getLogger(__name__)
 COMPLETION_WINDOWS = {"24h": timedelta(hours=24)}
@@ -204,11 +205,24 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
         )
 
 
+AUTO_TIERS = (BATCH_TIER, *ROUTED_TIERS)  # where "auto" sends a batch's lines
+
+
 def _check_models(
     key: KeyRecord, names: list[str], endpoint: str, deployments: Mapping[str, DeploymentInfo]
 ) -> None:
     for name in names:
         deployment = deployments.get(name)
+        if deployment is None and name == AUTO_MODEL and endpoint in GENERATION_ENDPOINTS:
+            if not any(d.is_chat and d.tier in AUTO_TIERS for d in deployments.values()):
+                raise BatchRefused(
+                    404,
+                    "The model 'auto' has no deployment to route to: it needs a chat "
+                    "deployment of the batch, small or large tier.",
+                    "model_not_found",
+                    "input_file_id",
+                )
+            continue  # chosen per line by admission; the key's allowed models apply there
         if deployment is None:
             raise BatchRefused(
                 404,

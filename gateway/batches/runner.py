@@ -26,14 +26,23 @@ from django.utils import timezone
 from foundation.db import database_read
 from foundation.redis_clients import REDIS_FAILURES
 from gateway.batches import progress
-from gateway.batches.input_file import LineRequest, MalformedLine, raw_lines, read_line
+from gateway.batches.input_file import (
+    GENERATION_ENDPOINTS,
+    LineRequest,
+    MalformedLine,
+    parse_generation,
+    raw_lines,
+    read_line,
+)
 from gateway.batches.lines import LineResult, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
 from gateway.batches.storage import file_storage
-from gateway.serving.admission import BatchKeyCredential
+from gateway.serving.admission import BatchKeyCredential, choose_target
+from gateway.serving.errors import DOMAIN_ERRORS
 from inference.client import close_http_session
 from inference.deployments import catalog
 from scaling.routing.batch_meter import BatchMeter
+from scaling.routing.tiers import AUTO_MODEL
 
 logger = logging.getLogger(__name__)
 Status = Batch.Status
@@ -114,20 +123,33 @@ class BatchRunner:
                 )
                 self._malformed(number, custom_id, why)
                 continue
-            if number not in self.owed and not await self._wait_for_room(line):
+            model = await self.metered_model(line)
+            if number not in self.owed and not await self._wait_for_room(model):
                 self.unrun[number] = line.custom_id
                 continue
             # Counted as started now, before the task first runs: the meter's next answer
             # must see it.
-            model = str(line.body["model"])
             started = self.meter.started_line(model)
             task = asyncio.create_task(self._run(line, model, started))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _wait_for_room(self, line: LineRequest) -> bool:
-        """Until the meter lets the line start (True) or the batch stops (False)."""
+    async def metered_model(self, line: LineRequest) -> str:
+        """The deployment whose spare capacity meters the line: the one it names or, for
+        model "auto", the one admission will choose for it (a batch-tier deployment first).
+        A line admission would refuse is metered by its own name (it will not wait)."""
         model = str(line.body["model"])
+        if model != AUTO_MODEL or line.url not in GENERATION_ENDPOINTS:
+            return model
+        try:
+            caller = await self.credential.authorize()
+            target = await choose_target(caller, parse_generation(line))
+        except DOMAIN_ERRORS:
+            return model
+        return target.deployment.name
+
+    async def _wait_for_room(self, model: str) -> bool:
+        """Until the meter lets the line start (True) or the batch stops (False)."""
         deployment = await catalog.get(model)
         in_process = deployment is not None and deployment.in_process
         while not self.stopping:

@@ -40,7 +40,14 @@ from gateway.serving.errors import (
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog, context_length
 from inference.prompt_tokens import PromptCounter, prompt_counters
-from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS, TierRoute, choose_deployment, classify
+from scaling.routing.tiers import (
+    AUTO_MODEL,
+    BATCH_TIER,
+    ROUTED_TIERS,
+    TierRoute,
+    choose_deployment,
+    classify,
+)
 
 logger = logging.getLogger(__name__)
 INFERENCE_SCOPE = "inference"
@@ -163,8 +170,18 @@ async def choose_target(caller: Caller, chat: ChatRequest) -> Target:
 async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
     """Model "auto": classify the request, then take a deployment of that tier the caller may
     use (docs/routing.md, "Tiered routing"). A key with allowed models reaches only those:
-    "auto" is a chooser, not a permission. None when no small or large deployment exists."""
-    routed = [d for d in (await catalog.all()).values() if d.tier in ROUTED_TIERS and d.is_chat]
+    "auto" is a chooser, not a permission. A batch line goes to a batch-tier deployment
+    first (spot capacity, priced for batches), the first by name, and is classified only
+    when there is none. None when no deployment of a tier "auto" may take exists."""
+    chat_deployments = [d for d in (await catalog.all()).values() if d.is_chat]
+    if caller.batch_id:
+        batch_tier = sorted(
+            (d for d in chat_deployments if d.tier == BATCH_TIER and _may_take(caller, chat, d)),
+            key=lambda d: d.name,
+        )
+        if batch_tier:
+            return Target(batch_tier[0])
+    routed = [d for d in chat_deployments if d.tier in ROUTED_TIERS]
     if not routed:
         return None
     usable = [d for d in routed if not caller.allowed_models or d.name in caller.allowed_models]
@@ -178,6 +195,11 @@ async def _route_auto(caller: Caller, chat: ChatRequest) -> Target | None:
             "routes to: list them in the key's allowed models."
         )
     return Target(next(d for d in usable if d.name == route.deployment), route)
+
+
+def _may_take(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> bool:
+    allowed = not caller.allowed_models or deployment.name in caller.allowed_models
+    return allowed and (deployment.accepts_images or chat.first_image_part() is None)
 
 
 def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 Tier = Literal["small", "large"]
 AUTO_MODEL = "auto"
 ROUTED_TIERS: tuple[Tier, Tier] = ("small", "large")
+BATCH_TIER = "batch"  # "auto" sends a batch's lines here first (gateway/serving/admission.py)
 THRESHOLD = 2.0
 # Cues are looked for in the task's first and last characters only: a 100 kB paste then costs
 # what a question does, and the instruction sits before or after what was pasted.
