@@ -62,6 +62,12 @@ def worker_command(
         # usage.prompt_tokens_details.cached_tokens: the prompt's prefix-cache hits, passed on
         # to clients as OpenAI reports them.
         "--enable-prompt-tokens-details",
+        # Tool calling: vLLM builds a tool call only with a parser (a named tool_choice too:
+        # it constrains the output to the parser's format). SmolLM2 writes Hermes-style
+        # <tool_call> blocks; with a function marked strict, the arguments follow its schema.
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
         "--disable-uvicorn-access-log",
     ]
     if device == "cuda":

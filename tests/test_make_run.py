@@ -15,6 +15,7 @@ import openai
 import pytest
 import redis
 from openai.types import Batch
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageFunctionToolCall
 
 from foundation.embedded_redis import free_port, port_is_free
 from inference.worker_command import EMBEDDED_MODEL
@@ -153,6 +154,33 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
         extra_headers={"Cache-Control": "no-cache"},
     )
     assert "".join(c.choices[0].text for c in streamed if c.choices) == text.choices[0].text
+    # Tool calling with a named function: the real worker's structured output makes the call.
+    weather: ChatCompletionFunctionToolParam = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "strict": True,  # the worker holds the arguments to the schema
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    called = client.chat.completions.create(
+        model=EMBEDDED_MODEL,
+        max_tokens=80,
+        temperature=0,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[weather],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    [call] = called.choices[0].message.tool_calls or []
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
+    assert call.function.name == "get_weather"
+    assert isinstance(json.loads(call.function.arguments)["city"], str)
     redis_url = (tmp_path / "var" / "redis.url").read_text().strip()
     launcher.wait_for(r"main@\S+ ready", timeout=60)
 
