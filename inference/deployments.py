@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from foundation.db import database_read
 from foundation.single_flight import SingleFlight
+from inference.chat_options import VLLM_OPTIONS
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import fleet_view
 
@@ -50,10 +51,19 @@ class DeploymentInfo:
     # vllm, simulated, or openai (any OpenAI-compatible server: vLLM's extensions such as
     # cache_salt are not sent to it, and a hosted API refuses fields it does not know).
     worker_kind: str = "vllm"
+    # The vLLM sampling fields its requests may carry (ModelDeployment.extra_fields); None:
+    # what its worker kind takes (all of them, or none for an OpenAI-compatible server).
+    allowed_extra_fields: frozenset[str] | None = None
 
     @property
     def speaks_vllm(self) -> bool:
         return self.worker_kind != OPENAI_COMPATIBLE
+
+    @property
+    def extra_fields(self) -> frozenset[str]:
+        if self.allowed_extra_fields is not None:
+            return self.allowed_extra_fields
+        return frozenset(VLLM_OPTIONS) if self.speaks_vllm else frozenset()
 
     @property
     def is_chat(self) -> bool:
@@ -111,6 +121,7 @@ def _load() -> dict[str, DeploymentInfo]:
             d.batch_discount_percent,
             d.upstream_model,
             d.worker_kind,
+            None if d.extra_fields is None else frozenset(d.extra_fields),
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

@@ -1,11 +1,25 @@
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from inference.chat_options import VLLM_OPTIONS
+
 PRICE_FIELDS = ("price_input_per_million", "price_output_per_million", "gpu_cost_per_hour")
+
+
+def validate_extra_fields(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValidationError("a list of field names, or blank")
+    unknown = sorted(set(value) - VLLM_OPTIONS)
+    if unknown:
+        known = ", ".join(sorted(VLLM_OPTIONS))
+        raise ValidationError(f"not vLLM sampling fields: {', '.join(unknown)}; they are {known}")
 
 
 class ModelDeployment(models.Model):
@@ -106,6 +120,17 @@ class ModelDeployment(models.Model):
     accepts_images = models.BooleanField(
         default=False,
         help_text="the model takes image_url content parts (a vision model); text only otherwise",
+    )
+    # vLLM's own sampling fields (top_k, min_p, guided_json, ...) reach only the workers
+    # that take them: a hosted API or another server refuses what it does not know, and an
+    # operator may keep a costly one (a grammar) off a shared deployment.
+    extra_fields = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_extra_fields],
+        help_text="the vLLM sampling fields requests may send, as a list, e.g. "
+        '["top_k", "min_p"]; blank = all of them for a vLLM or simulated deployment, none '
+        "for an OpenAI-compatible one",
     )
 
     class Meta:

@@ -37,6 +37,7 @@ from gateway.serving.errors import (
     NotAuthenticated,
     NoUsableTier,
 )
+from inference.chat_options import VLLM_OPTIONS
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog, context_length
 from inference.prompt_tokens import PromptCounter, prompt_counters
@@ -203,13 +204,22 @@ def _may_take(caller: Caller, chat: ChatRequest, deployment: DeploymentInfo) -> 
 
 
 def check_content_accepted(chat: ChatRequest, deployment: DeploymentInfo) -> None:
-    """What only some deployments take (chat itself, image parts), refused before any quota
-    is spent."""
+    """What only some deployments take (chat itself, vLLM's own sampling fields, image
+    parts), refused before any quota is spent."""
     if not deployment.is_chat:
         raise InvalidRequest(
             f"The model '{deployment.name}' is an embedding model: call /v1/embeddings with "
             "it, or use a chat model here.",
             "model",
+        )
+    refused = sorted((chat.options.keys() & VLLM_OPTIONS) - deployment.extra_fields)
+    if refused:
+        allowed = ", ".join(sorted(deployment.extra_fields)) or "none"
+        raise InvalidRequest(
+            f"The model '{deployment.name}' does not take '{refused[0]}' (a vLLM sampling "
+            f"field; its deployment allows: {allowed}). Leave it out, or use a model that "
+            "takes it.",
+            refused[0],
         )
     image = chat.first_image_part() if not deployment.accepts_images else None
     if image is not None:
