@@ -108,14 +108,16 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
 
 
 async def _open(
-    url: str, payload: dict[str, Any], path: str
+    url: str, payload: dict[str, Any], path: str, headers: dict[str, str] | None
 ) -> tuple[aiohttp.ClientResponse, Chunk, AsyncGenerator[Chunk, None]]:
     """POST and wait for the first chunk, all within the first-token timeout."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
     response = None
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
-            response = await http_session().post(f"{url}{path}", json=payload, timeout=timeout)
+            response = await http_session().post(
+                f"{url}{path}", json=payload, timeout=timeout, headers=headers
+            )
             if response.status != 200:
                 detail = (await response.text())[:500]
                 raise UpstreamError(
@@ -148,13 +150,18 @@ async def _as_chat_chunks(chunks: AsyncGenerator[Chunk, None]) -> AsyncGenerator
 
 
 async def stream_from_worker(
-    url: str, upstream_model: str, body: dict[str, Any], path: str = CHAT_PATH
+    url: str,
+    upstream_model: str,
+    body: dict[str, Any],
+    path: str = CHAT_PATH,
+    headers: dict[str, str] | None = None,
 ) -> AsyncGenerator[Chunk, None]:
     """Stream one request from one worker (its own model name replaces ours), from its chat
     endpoint or, for a text completion, its /v1/completions (inference/text_completion.py),
-    whose chunks come out as chat chunks."""
+    whose chunks come out as chat chunks. headers: the deployment's (its workers' API key:
+    inference/worker_auth.py)."""
     payload = {**body, "model": upstream_model, "stream": True}
-    response, first, chunks = await _open(url, payload, path)
+    response, first, chunks = await _open(url, payload, path, headers)
     finished = False
     try:
         yield first
@@ -177,6 +184,7 @@ async def count_prompt_tokens(
     messages: list[Any],
     tools: list[Any] | None = None,
     text_prompt: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> int:
     """The prompt's length in the worker's own tokens, chat template included (vLLM's
     /tokenize): what a request that left before its usage chunk is billed for its prompt.
@@ -190,7 +198,9 @@ async def count_prompt_tokens(
         payload["tools"] = tools
     timeout = aiohttp.ClientTimeout(total=settings.UPSTREAM_CONNECT_TIMEOUT_S + 2)
     try:
-        async with http_session().post(f"{url}/tokenize", json=payload, timeout=timeout) as reply:
+        async with http_session().post(
+            f"{url}/tokenize", json=payload, timeout=timeout, headers=headers
+        ) as reply:
             if reply.status != 200:
                 detail = (await reply.text())[:200]
                 raise UpstreamError(f"tokenize answered {reply.status}: {detail}", url, False)

@@ -10,7 +10,7 @@ model under that name), never in the gateway.
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from foundation.single_flight import SingleFlight
 from inference.chat_options import VLLM_OPTIONS
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import fleet_view
+from inference.worker_auth import bearer, worker_api_key
 
 logger = logging.getLogger(__name__)
 REFRESH_S = 5.0
@@ -54,10 +55,17 @@ class DeploymentInfo:
     # The vLLM sampling fields its requests may carry (ModelDeployment.extra_fields); None:
     # what its worker kind takes (all of them, or none for an OpenAI-compatible server).
     allowed_extra_fields: frozenset[str] | None = None
+    # The key its workers want (inference/worker_auth.py), read from the variable that
+    # ModelDeployment.api_key_env names; never in a repr (a log line, a traceback).
+    worker_api_key: str = field(default="", repr=False)
 
     @property
     def speaks_vllm(self) -> bool:
         return self.worker_kind != OPENAI_COMPATIBLE
+
+    @property
+    def worker_headers(self) -> dict[str, str]:
+        return bearer(self.worker_api_key)
 
     @property
     def extra_fields(self) -> frozenset[str]:
@@ -122,6 +130,7 @@ def _load() -> dict[str, DeploymentInfo]:
             d.upstream_model,
             d.worker_kind,
             None if d.extra_fields is None else frozenset(d.extra_fields),
+            worker_api_key(d.api_key_env, d.name),
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

@@ -26,16 +26,23 @@ class WorkerEmbeddings:
 
 
 async def embed_on_worker(
-    url: str, upstream_model: str, body: dict[str, Any], count: int
+    url: str,
+    upstream_model: str,
+    body: dict[str, Any],
+    count: int,
+    headers: dict[str, str] | None = None,
 ) -> WorkerEmbeddings:
-    """POST {url}/v1/embeddings with the worker's own model name; `count` inputs."""
+    """POST {url}/v1/embeddings with the worker's own model name; `count` inputs; headers:
+    the deployment's (its workers' API key)."""
     payload = {**body, "model": upstream_model}
     timeout = aiohttp.ClientTimeout(
         total=settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S,
         sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S,
     )
     try:
-        async with http_session().post(f"{url}/v1/embeddings", json=payload, timeout=timeout) as r:
+        async with http_session().post(
+            f"{url}/v1/embeddings", json=payload, timeout=timeout, headers=headers
+        ) as r:
             if r.status != 200:
                 detail = (await r.text())[:500]
                 raise UpstreamError(f"worker answered {r.status}: {detail}", url, True, r.status)

@@ -2,11 +2,12 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from inference.chat_options import VLLM_OPTIONS
+from inference.worker_auth import ENV_NAME
 
 PRICE_FIELDS = ("price_input_per_million", "price_output_per_million", "gpu_cost_per_hour")
 
@@ -131,6 +132,15 @@ class ModelDeployment(models.Model):
         help_text="the vLLM sampling fields requests may send, as a list, e.g. "
         '["top_k", "min_p"]; blank = all of them for a vLLM or simulated deployment, none '
         "for an OpenAI-compatible one",
+    )
+
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[RegexValidator(ENV_NAME, "an environment variable name, e.g. HOSTED_API_KEY")],
+        help_text="the environment variable (in the gateway's and the scraper's processes) "
+        "holding the API key its workers want, e.g. a hosted API's; sent as a bearer token. "
+        "The key itself is never stored. Blank = none",
     )
 
     class Meta:

@@ -31,6 +31,7 @@ from foundation.redis_clients import async_redis
 from inference import fleet
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
+from inference.worker_auth import bearer, worker_api_key
 from inference.worker_metrics import (
     MetricsReading,
     bucket_delta,
@@ -95,12 +96,16 @@ class Scraper:
             if worker.deployment.worker_kind == ModelDeployment.WorkerKind.OPENAI:
                 reading = await self._answers_models(session, worker)
             else:
-                async with session.get(f"{worker.url}/health", timeout=self.timeout) as health:
+                async with session.get(
+                    f"{worker.url}/health", timeout=self.timeout, headers=_headers(worker)
+                ) as health:
                     if health.status != 200:
                         raise aiohttp.ClientResponseError(
                             health.request_info, (), status=health.status
                         )
-                async with session.get(f"{worker.url}/metrics", timeout=self.timeout) as metrics:
+                async with session.get(
+                    f"{worker.url}/metrics", timeout=self.timeout, headers=_headers(worker)
+                ) as metrics:
                     text = await metrics.text()
                 reading = parse_metrics(text)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
@@ -148,7 +153,9 @@ class Scraper:
         """An OpenAI-compatible server that is not vLLM (SGLang, llama.cpp, TGI, a hosted API)
         has no /health or vLLM /metrics in common with it: it is healthy while GET /v1/models
         answers 200, and reports no load (the dispatcher's own in-flight count bounds it)."""
-        async with session.get(f"{worker.url}/v1/models", timeout=self.timeout) as models:
+        async with session.get(
+            f"{worker.url}/v1/models", timeout=self.timeout, headers=_headers(worker)
+        ) as models:
             if models.status != 200:
                 raise aiohttp.ClientResponseError(models.request_info, (), status=models.status)
         return MetricsReading()
@@ -162,7 +169,9 @@ class Scraper:
         if worker.labels.get("sleep_mode"):
             try:
                 url = f"{worker.url}/is_sleeping"
-                async with session.get(url, timeout=self.timeout) as reply:
+                async with session.get(
+                    url, timeout=self.timeout, headers=_headers(worker)
+                ) as reply:
                     body = await reply.json(content_type=None) if reply.status == 200 else {}
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 return last
@@ -176,7 +185,9 @@ class Scraper:
         """The worker's context window from its /v1/models (vLLM reports max_model_len per
         model). A worker that does not say (or fails to) is asked again next scrape."""
         try:
-            async with session.get(f"{worker.url}/v1/models", timeout=self.timeout) as reply:
+            async with session.get(
+                f"{worker.url}/v1/models", timeout=self.timeout, headers=_headers(worker)
+            ) as reply:
                 body = await reply.json(content_type=None) if reply.status == 200 else {}
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
@@ -244,3 +255,9 @@ def sleep_gauge_awake(metrics: str) -> bool | None:
         return float(found.group(1)) >= 1.0
     except ValueError:
         return None
+
+
+def _headers(worker: Worker) -> dict[str, str]:
+    """The worker's deployment's API key, on every probe (a hosted API guards them all)."""
+    deployment = worker.deployment
+    return bearer(worker_api_key(deployment.api_key_env, deployment.name))

@@ -4,6 +4,7 @@ gives): it is healthy while /v1/models answers, and no vLLM extension (cache_sal
 to it. Under the default kind, vllm, the same server is never put in rotation."""
 
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,31 +12,44 @@ import openai
 import pytest
 
 from foundation.embedded_redis import free_port
+from gateway.accounts import actions
 from inference import fleet
 from tests.children import Child, wait_until_serving
 from tests.conftest import REPO_ROOT, child_env
+from tests.live import LiveGateway
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 MESSAGES: Any = [{"role": "user", "content": "Say hello"}]
+WORKER_KEY = "hosted-key-0123456789"
 
 
-@pytest.fixture
-def plain_server(redis_url: str) -> Iterator[str]:
+def plain_server_at(redis_url: str, *options: str) -> Iterator[str]:
     port = free_port()
     script = REPO_ROOT / "tests" / "workers" / "openai_compatible_worker.py"
     child = Child(
         f"plain OpenAI-compatible server :{port}",
-        [sys.executable, str(script), "--port", str(port)],
+        [sys.executable, str(script), "--port", str(port), *options],
         REPO_ROOT,
         child_env(redis_url),
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_serving([child], f"{url}/v1/models", 15, "the plain server")
+        wait_until_serving([child], f"{url}/ready", 15, "the plain server")
         yield url
     finally:
         child.stop()
+
+
+@pytest.fixture
+def plain_server(redis_url: str) -> Iterator[str]:
+    yield from plain_server_at(redis_url)
+
+
+@pytest.fixture
+def keyed_server(redis_url: str) -> Iterator[str]:
+    """The plain server as a hosted API: every route wants WORKER_KEY as a bearer token."""
+    yield from plain_server_at(redis_url, "--api-key", WORKER_KEY)
 
 
 def served(client: openai.OpenAI, model: str) -> Any:
@@ -80,3 +94,34 @@ def test_under_the_vllm_kind_the_same_server_is_never_in_rotation(platform, plai
         return False
 
     wait_until(refused, 15, "the worker without /health to stay out of rotation", poll_s=0.3)
+
+
+def test_a_hosted_apis_key_is_sent_from_the_variable_the_deployment_names(redis_url, keyed_server):
+    """The key lives in the gateway's (and scraper's) environment; the deployment names the
+    variable. Without it the hosted server refuses the probes and the worker stays out."""
+    team = actions.create_team("Hosted", requests_per_minute=100, tokens_per_minute=100_000)
+    deployment = fleet.ensure_deployment(
+        "hosted-model",
+        served_model_name="plain-upstream",
+        worker_kind="openai",
+        api_key_env="SLUICE_TEST_HOSTED_KEY",
+    )
+    fleet.register_worker(deployment, keyed_server, registered_by="test")
+    key = actions.issue_api_key(team).plaintext
+    keyed = LiveGateway(redis_url, SLUICE_TEST_HOSTED_KEY=WORKER_KEY)
+    try:
+        client = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key=key, max_retries=0)
+        reply = served(client, "hosted-model")
+        assert reply.choices[0].message.content == "Hello from a plain server."
+    finally:
+        keyed.stop()
+    unkeyed = LiveGateway(redis_url)  # the variable is not set: the probes are refused
+    try:
+        client = openai.OpenAI(base_url=f"{unkeyed.url}/v1", api_key=key, max_retries=0)
+        with pytest.raises(openai.APIStatusError) as refused:
+            for _ in range(10):  # the first scrape decides; a short while to be sure
+                client.chat.completions.create(model="hosted-model", messages=MESSAGES)
+                time.sleep(0.3)
+        assert refused.value.status_code == 503
+    finally:
+        unkeyed.stop()

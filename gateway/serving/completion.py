@@ -242,6 +242,7 @@ class Completion:
                 chat.messages,
                 chat.options.get("tools"),
                 chat.text_prompt,
+                self.deployment.worker_headers,
             )
         except UpstreamError as exc:
             # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
@@ -300,6 +301,7 @@ class Completion:
             on_dispatch=self._dispatched,
             tenant=tenant,
             path=self.chat.upstream_path,
+            headers=self.deployment.worker_headers,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:

@@ -213,7 +213,13 @@ async def _from_workers(run: EmbeddingRun, request: EmbeddingRequest) -> list[Ve
         url = run.worker_url = lease.worker.url
         run.used_tokens = run.input_tokens  # a client that leaves now still had it embedded
         try:
-            answer = await embed_on_worker(url, lease.worker.upstream_model, body, request.count)
+            answer = await embed_on_worker(
+                url,
+                lease.worker.upstream_model,
+                body,
+                request.count,
+                run.deployment.worker_headers,
+            )
         except UpstreamError as exc:
             run.used_tokens = 0  # a worker that failed or refused did no work to bill
             if not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:

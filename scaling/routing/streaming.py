@@ -31,6 +31,7 @@ async def stream_completion(
     on_dispatch: Callable[[Lease], None] | None = None,
     tenant: Tenant | None = None,
     path: str = CHAT_PATH,
+    headers: dict[str, str] | None = None,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
@@ -39,7 +40,8 @@ async def stream_completion(
     worker the request is sent to, before its first chunk (a request abandoned then has
     still had its prompt processed there). tenant: whose request it is, so the dispatcher
     queues it fairly among tenants and applies its concurrency cap. path: the workers'
-    endpoint (a text completion's is /v1/completions)."""
+    endpoint (a text completion's is /v1/completions). headers: sent to every worker tried
+    (the deployment's API key for them)."""
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
@@ -57,7 +59,9 @@ async def stream_completion(
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
             async with aclosing(
-                stream_from_worker(lease.worker.url, lease.worker.upstream_model, body, path)
+                stream_from_worker(
+                    lease.worker.url, lease.worker.upstream_model, body, path, headers
+                )
             ) as chunks:
                 async for chunk in chunks:
                     started = True

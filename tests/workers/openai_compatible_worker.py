@@ -1,19 +1,23 @@
 """Child process: an OpenAI-compatible chat server that is not vLLM, the way a hosted API
 or llama.cpp's server looks to a gateway: GET /v1/models and POST /v1/chat/completions
 (streamed, with usage when asked), no /health and no /metrics, and, like OpenAI's own API,
-a 400 for a request field it does not know (vLLM's cache_salt, say).
+a 400 for a request field it does not know (vLLM's cache_salt, say). With --api-key, every
+route wants that bearer token (a 401 without it), as a hosted API does; GET /ready (for
+the test harness) answers without one.
 
-Usage: openai_compatible_worker.py --port N [--model NAME]
+Usage: openai_compatible_worker.py --port N [--model NAME] [--api-key KEY]
 """
 
 import argparse
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 MODEL: web.AppKey[str] = web.AppKey("model", str)
+API_KEY: web.AppKey[str] = web.AppKey("api_key", str)
 WORDS = ["Hello", " from", " a", " plain", " server."]
 KNOWN = {
     "model",
@@ -89,13 +93,27 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
+@web.middleware
+async def key_required(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    key = request.app[API_KEY]
+    if request.path == "/ready":  # the test harness's: answered with or without a key
+        return web.Response(text="ok")
+    if key and request.headers.get("Authorization") != f"Bearer {key}":
+        return _error(401, "Incorrect API key provided.")
+    return await handler(request)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", default="plain-upstream")
+    parser.add_argument("--api-key", default="")
     args = parser.parse_args()
-    app = web.Application()
+    app = web.Application(middlewares=[key_required])
     app[MODEL] = args.model
+    app[API_KEY] = args.api_key
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", completions)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
