@@ -12,6 +12,7 @@ from gateway.accounts.authentication import forget_last_used_notes
 from gateway.accounts.records import key_records, team_limits
 from inference.deployments import catalog
 from inference.snapshot import fleet_view
+from scaling.routing.cold_start import cold_start
 
 
 def reset_process_state() -> None:
@@ -21,4 +22,5 @@ def reset_process_state() -> None:
     cache_policies.clear_local()
     catalog.clear_local()
     fleet_view.invalidate()  # a copy from before names workers that may be gone
+    cold_start.clear_local()
     forget_last_used_notes()

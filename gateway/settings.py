@@ -335,6 +335,9 @@ UPSTREAM_FIRST_TOKEN_TIMEOUT_S = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT_S", 60.
 UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)
 UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
 QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
+# How long a request for a deployment scaled to zero (autoscale policy min_replicas 0) waits
+# for a replica to be woken or started before a 503 with Retry-After.
+SCALE_FROM_ZERO_TIMEOUT_S = env_float("SCALE_FROM_ZERO_TIMEOUT_S", 120.0)
 # Queued requests are served fairly across teams (weights and caps from quota policies);
 # off: first come first served, as the fairness benchmark's baseline.
 FAIR_QUEUEING = env_bool("FAIR_QUEUEING", True)

@@ -26,7 +26,7 @@ from gateway.accounts.quotas import (
 )
 from inference.chat_request import InvalidRequest
 from inference.client import UpstreamError
-from scaling.routing.dispatcher import NoHealthyWorker, QueueTimeout
+from scaling.routing.dispatcher import NoHealthyWorker, NoReplicaInTime, QueueTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +190,11 @@ def _queue_timeout(exc: BaseException) -> ApiError:
     return ApiError(503, message, "queue_timeout", headers={"Retry-After": "1"})
 
 
+def _no_replica_in_time(exc: BaseException) -> ApiError:
+    message = f"The model is starting: {exc}. Retry in a few seconds."
+    return ApiError(503, message, "no_replica_ready", headers={"Retry-After": "5"})
+
+
 def _invalid(exc: BaseException) -> ApiError:
     assert isinstance(exc, InvalidRequest)
     return ApiError(400, str(exc), "invalid_request", exc.param)
@@ -213,6 +218,7 @@ TABLE: list[tuple[type[BaseException], Callable[[BaseException], ApiError]]] = [
     (QuotaExceeded, lambda e: _quota_exceeded(e)),  # type: ignore[arg-type]
     (UpstreamError, lambda e: _upstream(e)),  # type: ignore[arg-type]
     (NoHealthyWorker, _no_worker),
+    (NoReplicaInTime, _no_replica_in_time),
     (QueueTimeout, _queue_timeout),
     (AdmissionUnavailable, _unavailable),
     (RedisUnavailable, _unavailable),

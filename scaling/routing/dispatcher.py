@@ -53,6 +53,7 @@ from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
 from scaling.routing.batch_meter import WorkerAllowance
+from scaling.routing.cold_start import cold_start
 from scaling.routing.fair_queue import ANONYMOUS, FairQueue, Tenant
 from scaling.routing.policies import for_batch, router_for
 from scaling.routing.queue_depth import QueuePublisher
@@ -78,6 +79,11 @@ class NoHealthyWorker(Exception):
 class QueueTimeout(Exception):
     """No slot for QUEUE_TIMEOUT_S: every worker stayed full, or the tenant stayed at its
     concurrency cap (HTTP 503, retry later)."""
+
+
+class NoReplicaInTime(QueueTimeout):
+    """A deployment that scales from zero had no routable worker within
+    SCALE_FROM_ZERO_TIMEOUT_S of the request (HTTP 503, retry later)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,9 @@ class _Queue:
         default_factory=lambda: {p: FairQueue() for p in Priority}
     )
     held: dict[str, int] = field(default_factory=dict)  # slots held here, per tenant key
+    # It scales from zero (scaling/routing/cold_start.py): with no routable worker at all,
+    # its waiters wait for one to come instead of failing at once.
+    waits_for_replica: bool = False
 
     def __len__(self) -> int:
         return sum(len(q) for q in self.by_priority.values())
@@ -168,6 +177,8 @@ class Dispatcher:
         if publisher == "auto":
             publisher = QueuePublisher() if fleet is fleet_view else None
         self.publisher = publisher
+        # Which deployments scale from zero; only the gateway's dispatcher asks the database.
+        self.cold_start = cold_start if fleet is fleet_view else None
         self.in_flight: dict[str, int] = {}
         self.tenant_in_flight: dict[str, int] = {}  # leases held per tenant key, any deployment
         self.queues: dict[str, _Queue] = {}
@@ -214,10 +225,15 @@ class Dispatcher:
             queue = self.queues[deployment] = _Queue()
         waiter = _Waiter(loop.create_future(), exclude, route, priority, tenant)
         queue.add(waiter)
-        deadline = loop.time() + (timeout_s or settings.QUEUE_TIMEOUT_S)
+        routable = await self.fleet.routable(deployment)
+        cold = not routable and await self._waits_for_replica(deployment)
+        if not routable:
+            queue.waits_for_replica = cold
+        timeout = settings.SCALE_FROM_ZERO_TIMEOUT_S if cold else settings.QUEUE_TIMEOUT_S
+        deadline = loop.time() + (timeout_s or timeout)
         handed_over = False
         try:
-            self._serve(queue, await self.fleet.routable(deployment))
+            self._serve(queue, routable)
             if self.publisher is not None and not waiter.future.done():
                 self.publisher.wake(self.queue_lengths)  # it waits: the queue is news
             while True:
@@ -228,6 +244,12 @@ class Dispatcher:
                     handed_over = True
                     return lease
                 except TimeoutError:
+                    if loop.time() >= deadline and cold:
+                        raise NoReplicaInTime(
+                            f"no worker of {deployment!r} was ready within "
+                            f"{settings.SCALE_FROM_ZERO_TIMEOUT_S:.0f} s (it scales from "
+                            "zero: one is being woken or started)"
+                        ) from None
                     if loop.time() >= deadline:
                         raise QueueTimeout(self._why_waiting(deployment, tenant)) from None
                     self._serve(queue, await self.fleet.routable(deployment))
@@ -236,6 +258,9 @@ class Dispatcher:
                 queue.remove(waiter)  # granted waiters were already popped from the queue
             if not handed_over:
                 self._discard(waiter)
+
+    async def _waits_for_replica(self, deployment: str) -> bool:
+        return self.cold_start is not None and await self.cold_start.waits_for_replica(deployment)
 
     def _discard(self, waiter: _Waiter) -> None:
         """A slot granted just as its caller timed out or was cancelled goes back."""
@@ -254,6 +279,8 @@ class Dispatcher:
         """Grant free slots to waiters in fair order; fail them all if nothing can serve."""
         while (waiter := queue.next(self.may_start)) is not None:
             candidates = [w for w in routable if w.url not in waiter.exclude]
+            if not routable and queue.waits_for_replica:
+                return  # scaled to zero: the published queue brings a replica; wait for it
             if not candidates:
                 queue.remove(waiter)
                 if not waiter.future.done():

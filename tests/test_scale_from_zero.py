@@ -1,0 +1,139 @@
+"""Scale from zero: a request for a deployment whose autoscale policy allows zero replicas,
+finding no worker, waits in the dispatch queue (which is published: the autoscaler's
+`from_zero` signal) and is served once a replica is routable; with none in time it gets a
+503 with Retry-After. A deployment that does not scale from zero still fails at once. And
+end to end with the autoscale loop and the local actuator starting the replica."""
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from foundation.redis_clients import sync_redis
+from gateway.accounts import actions
+from inference import fleet
+from inference.models import Worker
+from scaling.autoscale.actuators.local import LocalProcessActuator
+from scaling.autoscale.loop import AutoscaleLoop
+from scaling.models import AutoscalePolicy
+from tests.conftest import MESSAGES
+from tests.live import LiveGateway
+from tests.sims import SimProcess
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
+TIMEOUT_S = 8
+
+
+@pytest.fixture
+def cold(redis_url: str) -> Iterator[dict[str, Any]]:
+    team = actions.create_team("Cold", requests_per_minute=100, tokens_per_minute=100_000)
+    deployment = fleet.ensure_deployment("cold-model", served_model_name="sim-upstream")
+    AutoscalePolicy.objects.create(deployment=deployment, min_replicas=0, max_replicas=1)
+    fleet.ensure_deployment("no-policy-model", served_model_name="sim-upstream")
+    gateway = LiveGateway(redis_url, SCALE_FROM_ZERO_TIMEOUT_S=str(TIMEOUT_S))
+    try:
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+        yield {"client": client, "deployment": deployment}
+    finally:
+        gateway.stop()
+
+
+def test_the_first_request_waits_for_a_replica_and_is_served(cold):
+    client: openai.OpenAI = cold["client"]
+    sim = SimProcess(model="sim-upstream")
+    replies: list[Any] = []
+
+    def ask() -> None:
+        started = time.monotonic()
+        try:
+            replies.append(
+                client.chat.completions.create(model="cold-model", messages=MESSAGES, max_tokens=3)
+            )
+        except openai.APIError as exc:
+            replies.append(exc)
+        replies.append(time.monotonic() - started)
+
+    try:
+        asking = threading.Thread(target=ask)
+        asking.start()
+        time.sleep(2.0)  # waiting, not refused: what the actuator's replica arrives to
+        assert asking.is_alive(), f"the request did not wait: {replies}"
+        fleet.register_worker(cold["deployment"], sim.url, registered_by="test")
+        asking.join(timeout=TIMEOUT_S + 10)
+        reply, waited_s = replies
+        assert not isinstance(reply, Exception), reply
+        assert reply.choices[0].message.content and waited_s >= 2.0
+    finally:
+        sim.stop()
+
+
+def test_without_a_replica_in_time_it_is_a_503_with_retry_after(cold):
+    client: openai.OpenAI = cold["client"]
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(model="cold-model", messages=MESSAGES, max_tokens=3)
+    assert time.monotonic() - started >= TIMEOUT_S - 0.5
+    assert refused.value.status_code == 503
+    assert refused.value.response.headers["Retry-After"] == "5"
+    assert refused.value.body["code"] == "no_replica_ready"  # type: ignore[index]
+
+    started = time.monotonic()  # a deployment that does not scale from zero: at once
+    with pytest.raises(openai.APIStatusError) as at_once:
+        client.chat.completions.create(model="no-policy-model", messages=MESSAGES, max_tokens=3)
+    assert at_once.value.status_code == 503 and time.monotonic() - started < 3
+    assert at_once.value.body["code"] == "no_healthy_worker"  # type: ignore[index]
+
+
+def test_the_autoscaler_starts_a_replica_for_the_waiting_request_which_it_then_serves(
+    redis_url: str, settings: Any, tmp_path: Any
+) -> None:
+    """End to end: the gateway holds the request and publishes its queue; the autoscale
+    loop's from_zero rule starts a replica (the local actuator, a simulator process); the
+    scraper puts it in rotation; the held request is served by it."""
+    settings.VAR_DIR = tmp_path
+    team = actions.create_team("Zero", requests_per_minute=100, tokens_per_minute=100_000)
+    deployment = fleet.ensure_deployment("sim-zero", worker_kind="simulated")
+    AutoscalePolicy.objects.create(
+        deployment=deployment, mode="reactive", min_replicas=0, max_replicas=1
+    )
+    actuator = LocalProcessActuator(sim_profile="h100-llama3-8b")
+    loop = AutoscaleLoop(actuator, sync_redis())
+    gateway = LiveGateway(redis_url, SCALE_FROM_ZERO_TIMEOUT_S="60")
+    replies: list[Any] = []
+    try:
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+        def ask() -> None:
+            try:
+                replies.append(
+                    client.chat.completions.create(
+                        model="sim-zero", messages=MESSAGES, max_tokens=3
+                    )
+                )
+            except openai.APIError as exc:
+                replies.append(exc)
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+
+        def started() -> Any:
+            decisions = loop.tick() or []
+            return next((d for d in decisions if d.action == "up" and d.actuated), None)
+
+        up = wait_until(started, 20, "the loop to start a replica for the queue", poll_s=0.5)
+        assert up.rule == "from_zero", up.reason
+        asking.join(timeout=60)
+        (reply,) = replies
+        assert not isinstance(reply, Exception), reply
+        assert reply.choices[0].message.content
+        (worker,) = Worker.objects.filter(deployment=deployment).exclude(state="dead")
+        assert worker.url in actuator.processes and worker.state == "ready"
+    finally:
+        gateway.stop()
+        actuator.stop_all()
