@@ -163,11 +163,15 @@ def revoke_api_key(key: ApiKey) -> ApiKey:
 
 @transaction.atomic
 def update_quota_policy(
-    team: Team, max_tokens_policy: str | None = None, **changes: int | Decimal | None
+    team: Team,
+    max_tokens_policy: str | None = None,
+    compress_prompts: bool | None = None,
+    **changes: int | Decimal | None,
 ) -> QuotaPolicy:
     """Concurrent changes serialize on the row; the published record is the saved one. A
     team that followed the default gets its own policy: a copy of the default, changed.
-    max_tokens_policy: refuse, clamp or trim (QuotaPolicy.LengthPolicy); None leaves it."""
+    max_tokens_policy: refuse, clamp or trim (QuotaPolicy.LengthPolicy); compress_prompts:
+    on or off (gateway/serving/compression.py); None leaves either as it is."""
     _check_limits(changes)
     QuotaPolicy.objects.get_or_create(team=team, defaults=default_policy_values())
     policy = QuotaPolicy.objects.select_for_update().get(team=team)
@@ -177,6 +181,9 @@ def update_quota_policy(
     if max_tokens_policy is not None:
         policy.max_tokens_policy = max_tokens_policy
         said["max_tokens_policy"] = max_tokens_policy
+    if compress_prompts is not None:
+        policy.compress_prompts = compress_prompts
+        said["compress_prompts"] = compress_prompts
     policy.full_clean()
     policy.save()
     team_limits.publish(str(team.pk), quota_limits_from_row(policy))

@@ -111,6 +111,12 @@ class QuotaPolicy(QuotaFields):
         "cap: refuse; clamp max_tokens to what fits; or trim the oldest turns (keeping system "
         "messages and the last user message) until it fits the window, and refuse over the cap",
     )
+    compress_prompts = models.BooleanField(
+        default=False,
+        help_text="Leave out what a model does not read for meaning before counting and "
+        "sending a prompt: trailing whitespace and blank-line runs, a message repeated right "
+        "after itself, the middle of very long tool outputs (gateway/serving/compression.py)",
+    )
 
     class Meta:
         verbose_name_plural = "quota policies"

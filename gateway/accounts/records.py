@@ -52,6 +52,9 @@ class QuotaLimits:
     # Over the context window: the oldest turns left out to fit (gateway/serving/
     # context_trim.py); over max_tokens_cap it refuses. A team's own policy only, too.
     trim_context: bool = False
+    # Prompts compressed before they are counted and sent (gateway/serving/compression.py);
+    # a team's own policy only.
+    compress_prompts: bool = False
     # Tokens a team's unfinished batches may hold (gateway/batches); None: no limit.
     batch_queue_tokens: int | None = None
 
@@ -88,6 +91,7 @@ def quota_limits_from_row(policy: QuotaFields | None) -> QuotaLimits:
         and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.CLAMP,
         trim_context=isinstance(policy, QuotaPolicy)
         and policy.max_tokens_policy == QuotaPolicy.LengthPolicy.TRIM,
+        compress_prompts=isinstance(policy, QuotaPolicy) and policy.compress_prompts,
     )
 
 

@@ -24,6 +24,7 @@ from gateway.accounts.models import Membership
 from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
 from gateway.accounts.records import KeyRecord, key_records, limits_for_team
 from gateway.accounts.rejections import count_rejection
+from gateway.serving.compression import compress
 from gateway.serving.context_trim import (
     TRIMMED_HEADER,
     KeptMessagesTooLong,
@@ -53,6 +54,7 @@ from scaling.routing.tiers import (
 logger = logging.getLogger(__name__)
 INFERENCE_SCOPE = "inference"
 CLAMPED_HEADER = "x-sluice-max-tokens-clamped"
+COMPRESSED_HEADER = "x-sluice-prompt-compressed"  # characters left out
 COUNT_IN_THREAD_ABOVE = 2_000  # estimated prompt tokens
 
 
@@ -144,6 +146,7 @@ class Target:
     tier_route: TierRoute | None = None
     max_tokens_clamped_from: int | None = None  # the client's max_tokens, when lowered
     context_trimmed: int = 0  # messages left out to fit the context window
+    prompt_compressed: int = 0  # characters the team's prompt compression left out
 
     def headers(self) -> dict[str, str]:
         """x-sluice-tier and x-sluice-routed-model for a request routed by model "auto";
@@ -154,6 +157,8 @@ class Target:
             headers[CLAMPED_HEADER] = str(self.max_tokens_clamped_from)
         if self.context_trimmed:
             headers[TRIMMED_HEADER] = str(self.context_trimmed)
+        if self.prompt_compressed:
+            headers[COMPRESSED_HEADER] = str(self.prompt_compressed)
         return headers
 
 
@@ -250,6 +255,19 @@ async def _count(counter: PromptCounter, chat: ChatRequest) -> int:
         # releases the GIL), so other requests are not held up behind it.
         return await asyncio.to_thread(counter.count, chat)
     return counter.count(chat)
+
+
+async def compress_prompt(
+    caller: Caller, chat: ChatRequest, target: Target
+) -> tuple[ChatRequest, Target]:
+    """The team's prompt compression, when its policy asks for it (before the prompt is
+    counted, so the reservation, the caches and the worker all see the compressed one)."""
+    if not (await limits_for_team(caller.team_id)).compress_prompts:
+        return chat, target
+    done = compress(chat)
+    if not done.chars_saved:
+        return chat, target
+    return done.chat, replace(target, prompt_compressed=done.chars_saved)
 
 
 async def fit_max_tokens(

@@ -2,9 +2,10 @@
 (a text completion too: inference/text_completion.py).
 
     1 authenticate   the transport's credential -> Caller (re-checked for every request)
-    2 admit          deployment (or model "auto" by tier), the request fitted to the context
-                     window and cap (refused, max_tokens clamped, or the oldest turns trimmed),
-                     then one atomic quota reservation
+    2 admit          deployment (or model "auto" by tier), the team's prompt compression if
+                     it opted in, the request fitted to the context window and cap (refused,
+                     max_tokens clamped, or the oldest turns trimmed), then one atomic quota
+                     reservation
     3 exact cache    team-scoped key over deployment revision and the whole request
     4 semantic cache embed, nearest neighbours in the context's vector set, verify
     5 coalesce       an identical request already generating is shared
@@ -32,6 +33,7 @@ from gateway.serving.admission import (
     Credential,
     check_content_accepted,
     choose_target,
+    compress_prompt,
     count_prompt,
     fit_max_tokens,
     reserve,
@@ -86,6 +88,7 @@ async def open_completion(
     with naming_the_model(target.deployment.name):
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
+        chat, target = await compress_prompt(caller, chat, target)  # 2: the team's opt-in
         prompt = await count_prompt(chat, target.deployment)  # 2 admit: in the model's tokens
         chat, target, prompt = await fit_max_tokens(caller, chat, target, prompt)  # 2: window
         reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
