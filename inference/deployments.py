@@ -58,6 +58,8 @@ class DeploymentInfo:
     # The key its workers want (inference/worker_auth.py), read from the variable that
     # ModelDeployment.api_key_env names; never in a repr (a log line, a traceback).
     worker_api_key: str = field(default="", repr=False)
+    # A prompt token read from the worker's prefix cache; None: the input price.
+    price_cached_input_per_million: Decimal | None = None
 
     @property
     def speaks_vllm(self) -> bool:
@@ -77,11 +79,23 @@ class DeploymentInfo:
     def is_chat(self) -> bool:
         return self.kind == CHAT
 
-    def cost_micros(self, prompt_tokens: int, completion_tokens: int, batch: bool = False) -> int:
-        """Cost in micro-dollars: tokens x USD per million tokens, less the batch discount
+    def cost_micros(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        batch: bool = False,
+        cached_prompt_tokens: int = 0,
+    ) -> int:
+        """Cost in micro-dollars: tokens x USD per million tokens, the prompt tokens the
+        worker read from its prefix cache at the cached-input price, less the batch discount
         for a line of a batch."""
+        cached = min(max(cached_prompt_tokens, 0), prompt_tokens)
+        cached_price = self.price_cached_input_per_million
+        if cached_price is None:
+            cached_price = self.price_input_per_million
         cost = (
-            prompt_tokens * self.price_input_per_million
+            (prompt_tokens - cached) * self.price_input_per_million
+            + cached * cached_price
             + completion_tokens * self.price_output_per_million
         )
         if batch:
@@ -131,6 +145,7 @@ def _load() -> dict[str, DeploymentInfo]:
             d.worker_kind,
             None if d.extra_fields is None else frozenset(d.extra_fields),
             worker_api_key(d.api_key_env, d.name),
+            d.price_cached_input_per_million,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

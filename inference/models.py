@@ -77,6 +77,17 @@ class ModelDeployment(models.Model):
     price_output_per_million = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
     )
+    # What a prompt token costs when the worker read it from its prefix cache (vLLM reports
+    # them as usage.prompt_tokens_details.cached_tokens): providers price these lower.
+    price_cached_input_per_million = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="USD per million prompt tokens read from the worker's prefix cache; "
+        "blank = the input price",
+    )
     gpu_cost_per_hour = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(0)]
     )

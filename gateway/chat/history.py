@@ -37,7 +37,12 @@ def reply_figures(run: Completion) -> dict[str, Any]:
     record. The cost is what the tokens shown cost, none when a cache or another
     request's generation served it (as billed: docs/caching.md)."""
     prompt, completion = run.used_tokens()
-    cost = 0 if run.served_without_generating else run.deployment.cost_micros(prompt, completion)
+    cached = run.cached_prompt_tokens()
+    cost = (
+        0
+        if run.served_without_generating
+        else run.deployment.cost_micros(prompt, completion, cached_prompt_tokens=cached)
+    )
     ttft_ms = None if run.ttft_s is None else round(run.ttft_s * 1000)
     return {"cost_micros": cost, "ttft_ms": ttft_ms}
 

@@ -39,7 +39,7 @@ _retrying: set["asyncio.Task[None]"] = set()
 async def settle(run: "Completion") -> None:
     prompt, completion = await run.billed_tokens()
     cost = run.cost_micros = run.deployment.cost_micros(
-        prompt, completion, bool(run.reservation.batch_id)
+        prompt, completion, bool(run.reservation.batch_id), run.cached_prompt_tokens()
     )
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)
