@@ -54,7 +54,7 @@ KNOWN = (
     }
 )
 # What the worker renders into the prompt besides the messages (tool schemas above all).
-PROMPT_OPTIONS = ("tools", "response_format", "guided_json", "guided_grammar")
+PROMPT_OPTIONS = ("tools", "response_format", "guided_json", "guided_grammar", "suffix")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ _sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientS
 )
 
 
+PLATFORM_REFUSALS = frozenset({401, 403, 429})  # the worker refused us, not the request
+
+
 class UpstreamError(Exception):
     """A worker failed. `status` is its HTTP status when it answered with an error."""
 
@@ -40,8 +43,15 @@ class UpstreamError(Exception):
 
     @property
     def client_error(self) -> bool:
-        """The request itself was refused (vLLM's 4xx): another worker would refuse it too."""
-        return self.status is not None and 400 <= self.status < 500
+        """The request itself was refused (vLLM's 4xx): another worker would refuse it too.
+        Not a refusal of the platform's own key (401, 403: the deployment's api_key_env is
+        wrong or unset) nor a worker's rate limit (429): those are the platform's failures,
+        not the client's request, and another worker may take it."""
+        return self.status is not None and 400 <= self.status < 500 and not self.platform_refused
+
+    @property
+    def platform_refused(self) -> bool:
+        return self.status in PLATFORM_REFUSALS
 
     @property
     def retryable(self) -> bool:

@@ -7,9 +7,14 @@ from django.db import models
 from django.utils import timezone
 
 from inference.chat_options import VLLM_OPTIONS
-from inference.worker_auth import ENV_NAME
+from inference.worker_auth import ENV_NAME, ENV_PREFIX
 
-PRICE_FIELDS = ("price_input_per_million", "price_output_per_million", "gpu_cost_per_hour")
+PRICE_FIELDS = (
+    "price_input_per_million",
+    "price_cached_input_per_million",
+    "price_output_per_million",
+    "gpu_cost_per_hour",
+)
 
 
 def validate_extra_fields(value: Any) -> None:
@@ -148,10 +153,12 @@ class ModelDeployment(models.Model):
     api_key_env = models.CharField(
         max_length=100,
         blank=True,
-        validators=[RegexValidator(ENV_NAME, "an environment variable name, e.g. HOSTED_API_KEY")],
-        help_text="the environment variable (in the gateway's and the scraper's processes) "
-        "holding the API key its workers want, e.g. a hosted API's; sent as a bearer token. "
-        "The key itself is never stored. Blank = none",
+        validators=[
+            RegexValidator(ENV_NAME, f"a variable named {ENV_PREFIX}..., e.g. {ENV_PREFIX}HOSTED")
+        ],
+        help_text=f"the environment variable, named {ENV_PREFIX}... (in the gateway's and "
+        "the scraper's processes), holding the API key its workers want, e.g. a hosted "
+        "API's; sent as a bearer token. The key itself is never stored. Blank = none",
     )
 
     class Meta:

@@ -107,6 +107,8 @@ class Scraper:
                     f"{worker.url}/metrics", timeout=self.timeout, headers=_headers(worker)
                 ) as metrics:
                     text = await metrics.text()
+                if worker.deployment.api_key_env:  # vLLM's --api-key guards /v1 routes only
+                    await self._answers_models(session, worker)
                 reading = parse_metrics(text)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"

@@ -42,9 +42,12 @@ class WorkerView:
     sleeping: bool = False
 
     @property
+    def fresh(self) -> bool:
+        return time.time() - self.scraped_at < settings.FLEET_STALE_AFTER_S
+
+    @property
     def routable(self) -> bool:
-        fresh = time.time() - self.scraped_at < settings.FLEET_STALE_AFTER_S
-        return self.healthy and self.state == "ready" and fresh and not self.sleeping
+        return self.healthy and self.state == "ready" and self.fresh and not self.sleeping
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -71,6 +74,12 @@ class FleetView:
     def cached_routable(self, deployment: str) -> list[WorkerView]:
         """Routable workers from the copy already loaded (for sync callers)."""
         return [w for w in self._workers if w.deployment == deployment and w.routable]
+
+    def stale(self, deployment: str) -> bool:
+        """Whether the copy holds a worker of the deployment whose last scrape is too old (a
+        paused or dead scraper): then its having no routable worker says nothing about its
+        replicas."""
+        return any(w.deployment == deployment and not w.fresh for w in self._workers)
 
     def reported_context_length(self, deployment: str) -> int | None:
         """The smallest context window the deployment's live workers report, from the copy

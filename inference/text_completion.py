@@ -65,7 +65,10 @@ def text_completion_from(body: Any) -> ChatRequest:
     body = check_object(body, KNOWN)
     prompt = _prompt(body.get("prompt"))
     n = check_n(body)
-    if body.get("best_of") is not None and body["best_of"] != n:
+    best_of = body.get("best_of")
+    if best_of is not None and (
+        isinstance(best_of, bool) or best_of != n or type(best_of) is not int
+    ):
         raise InvalidRequest(
             "'best_of' is served only equal to n (each choice is returned): sampling more "
             "candidates than are returned is not supported.",

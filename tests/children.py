@@ -10,10 +10,13 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from foundation.embedded_redis import free_port
 from tests.waiting import answers, wait_until
+
+WORKERS = Path(__file__).resolve().parent / "workers"  # stand-in servers for live tests
 
 KEPT_LINES = 40
 
@@ -97,3 +100,21 @@ def wait_until_serving(children: Sequence[Child], url: str, timeout_s: float, wh
         if isinstance(error, StartFailed | AssertionError):
             raise StartFailed(f"{what} did not start ({error}):\n{reports}") from None
         raise
+
+
+def worker_script(script: str, env: dict[str, str], ready_path: str, *args: str) -> Iterator[str]:
+    """A stand-in server of tests/workers/ as a child on a free port (`--port N` and args):
+    its URL once ready_path answers, stopped afterwards. For a fixture to yield from."""
+    port = free_port()
+    child = Child(
+        f"{script} :{port}",
+        [sys.executable, str(WORKERS / script), "--port", str(port), *args],
+        WORKERS.parent.parent,
+        env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving([child], f"{url}{ready_path}", 15, script)
+        yield url
+    finally:
+        child.stop()

@@ -10,7 +10,6 @@ import http.client
 import json
 import math
 import os
-import sys
 import time
 from decimal import Decimal
 from typing import Any
@@ -30,7 +29,7 @@ from gateway.usage.models import UsageRecord
 from inference import fleet
 from inference.embeddings import OnnxMiniLM
 from inference.worker_command import worker_env, worker_python
-from tests.children import Child, wait_until_serving
+from tests.children import Child, wait_until_serving, worker_script
 from tests.conftest import MESSAGES, REPO_ROOT, child_env
 from tests.waiting import wait_until
 
@@ -260,21 +259,9 @@ def test_models_lists_and_retrieves_only_what_the_key_may_use(platform):
 
 @pytest.fixture
 def embedding_worker() -> Any:
-    port = free_port()
-    script = REPO_ROOT / "tests" / "workers" / "embedding_worker.py"
-    args = ["--port", str(port), "--model-dir", str(settings.EMBEDDING_MODEL_DIR)]
-    child = Child(
-        f"embedding worker :{port}",
-        [sys.executable, str(script), *args],
-        REPO_ROOT,
-        child_env(settings.REDIS_URL),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving([child], f"{url}/health", 15, "the embedding worker")
-        yield url
-    finally:
-        child.stop()
+    model_dir = str(settings.EMBEDDING_MODEL_DIR)
+    env = child_env(settings.REDIS_URL)
+    yield from worker_script("embedding_worker.py", env, "/health", "--model-dir", model_dir)
 
 
 def test_an_embedding_worker_is_reached_through_the_dispatcher(

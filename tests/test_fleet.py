@@ -1,6 +1,7 @@
 """Fleet: scraping, health, dispatch, streaming with failover and cancellation."""
 
 import asyncio
+import dataclasses
 import time
 from contextlib import aclosing
 
@@ -266,3 +267,28 @@ def test_a_request_the_worker_refuses_is_not_retried_elsewhere(sims):
     asyncio.run(scenario())
     assert second.metric("vllm:request_success_total") == 0
     assert dispatcher.in_flight == {first.url: 0}
+
+
+class FailingFleet(StaticFleet):
+    async def workers(self) -> list[WorkerView]:
+        raise RuntimeError("the snapshot is unreadable")
+
+
+@pytest.mark.unit
+def test_a_failed_fleet_read_leaves_no_waiter_behind_for_a_release_to_grant():
+    dispatcher = Dispatcher(fleet=FailingFleet([]))
+
+    async def scenario() -> None:
+        with pytest.raises(RuntimeError):
+            await dispatcher.acquire("sim")
+        assert dispatcher.queue_length("sim") == 0
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_snapshot_gone_stale_is_no_cold_start():
+    fresh, stale = view("http://w1"), view("http://w2", deployment="other")
+    stale = dataclasses.replace(stale, scraped_at=time.time() - 3600)
+    fleet = StaticFleet([fresh, stale])
+    assert not fleet.stale("sim") and fleet.stale("other") and not fleet.stale("unknown")

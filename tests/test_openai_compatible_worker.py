@@ -3,7 +3,6 @@
 gives): it is healthy while /v1/models answers, and no vLLM extension (cache_salt) is sent
 to it. Under the default kind, vllm, the same server is never put in rotation."""
 
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,45 +10,28 @@ from typing import Any
 import openai
 import pytest
 
-from foundation.embedded_redis import free_port
 from gateway.accounts import actions
 from inference import fleet
-from tests.children import Child, wait_until_serving
-from tests.conftest import REPO_ROOT, child_env
+from tests.children import worker_script
+from tests.conftest import child_env
 from tests.live import LiveGateway
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 MESSAGES: Any = [{"role": "user", "content": "Say hello"}]
 WORKER_KEY = "hosted-key-0123456789"
-
-
-def plain_server_at(redis_url: str, *options: str) -> Iterator[str]:
-    port = free_port()
-    script = REPO_ROOT / "tests" / "workers" / "openai_compatible_worker.py"
-    child = Child(
-        f"plain OpenAI-compatible server :{port}",
-        [sys.executable, str(script), "--port", str(port), *options],
-        REPO_ROOT,
-        child_env(redis_url),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving([child], f"{url}/ready", 15, "the plain server")
-        yield url
-    finally:
-        child.stop()
+PLAIN = "openai_compatible_worker.py"
 
 
 @pytest.fixture
 def plain_server(redis_url: str) -> Iterator[str]:
-    yield from plain_server_at(redis_url)
+    yield from worker_script(PLAIN, child_env(redis_url), "/ready")
 
 
 @pytest.fixture
 def keyed_server(redis_url: str) -> Iterator[str]:
     """The plain server as a hosted API: every route wants WORKER_KEY as a bearer token."""
-    yield from plain_server_at(redis_url, "--api-key", WORKER_KEY)
+    yield from worker_script(PLAIN, child_env(redis_url), "/ready", "--api-key", WORKER_KEY)
 
 
 def served(client: openai.OpenAI, model: str) -> Any:
@@ -104,11 +86,11 @@ def test_a_hosted_apis_key_is_sent_from_the_variable_the_deployment_names(redis_
         "hosted-model",
         served_model_name="plain-upstream",
         worker_kind="openai",
-        api_key_env="SLUICE_TEST_HOSTED_KEY",
+        api_key_env="SLUICE_WORKER_KEY_TEST",
     )
     fleet.register_worker(deployment, keyed_server, registered_by="test")
     key = actions.issue_api_key(team).plaintext
-    keyed = LiveGateway(redis_url, SLUICE_TEST_HOSTED_KEY=WORKER_KEY)
+    keyed = LiveGateway(redis_url, SLUICE_WORKER_KEY_TEST=WORKER_KEY)
     try:
         client = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key=key, max_retries=0)
         reply = served(client, "hosted-model")

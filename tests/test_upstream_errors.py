@@ -32,3 +32,13 @@ def test_a_worker_failure_is_a_502_without_its_address():
     error = api_error(UpstreamError("stream broke: reset", WORKER, False))
     assert (error.status, error.code) == (502, "upstream_error")
     assert "10.0.0.7" not in error.message
+
+
+@pytest.mark.parametrize("status", [401, 403, 429])
+def test_a_worker_refusing_the_platform_is_a_502_tried_elsewhere_not_the_clients_400(status):
+    """The deployment's key wrong or unset (401, 403), or the worker's own rate limit (429),
+    is the platform's failure: never reported as a bad request, and another worker is tried."""
+    failure = UpstreamError(f"worker answered {status}: denied", WORKER, True, status=status)
+    error = api_error(failure)
+    assert (error.status, error.code) == (502, "upstream_error")
+    assert failure.retryable and not failure.client_error

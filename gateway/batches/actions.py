@@ -214,15 +214,20 @@ def _check_models(
     for name in names:
         deployment = deployments.get(name)
         if deployment is None and name == AUTO_MODEL and endpoint in GENERATION_ENDPOINTS:
-            if not any(d.is_chat and d.tier in AUTO_TIERS for d in deployments.values()):
+            if not any(
+                d.is_chat
+                and d.tier in AUTO_TIERS
+                and (not key.allowed_models or d.name in key.allowed_models)
+                for d in deployments.values()
+            ):
                 raise BatchRefused(
                     404,
-                    "The model 'auto' has no deployment to route to: it needs a chat "
-                    "deployment of the batch, small or large tier.",
+                    "The model 'auto' has no deployment to route to that this key may use: "
+                    "it needs a chat deployment of the batch, small or large tier.",
                     "model_not_found",
                     "input_file_id",
                 )
-            continue  # chosen per line by admission; the key's allowed models apply there
+            continue  # chosen per line by admission (gateway/serving/admission.py)
         if deployment is None:
             raise BatchRefused(
                 404,

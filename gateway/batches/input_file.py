@@ -14,12 +14,17 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from inference.chat_request import ChatRequest, InvalidRequest, parse_chat_request
+from inference.chat_request import (
+    CHAT_PATH,
+    TEXT_PATH,
+    ChatRequest,
+    InvalidRequest,
+    parse_chat_request,
+)
 from inference.embedding_request import parse_embedding_request
 from inference.text_completion import parse_text_completion
 
-CHAT = "/v1/chat/completions"
-TEXT = "/v1/completions"
+CHAT, TEXT = CHAT_PATH, TEXT_PATH
 EMBEDDINGS = "/v1/embeddings"
 ENDPOINTS = (CHAT, TEXT, EMBEDDINGS)
 GENERATION_ENDPOINTS = (CHAT, TEXT)  # served by chat deployments

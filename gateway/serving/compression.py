@@ -7,8 +7,8 @@ answers and what the caches key on:
 - whitespace: trailing spaces and tabs at the ends of lines, carriage returns, and runs of
   more than one blank line go; indentation and spaces inside a line stay (code and string
   literals depend on them);
-- duplicates: a message identical to the one just before it (same role, same content, no
-  tool calls: a client's retry loop, a double submit) is left out once; system and
+- duplicates: of a run of identical messages back to back (same role, same content, no
+  tool calls: a client's retry loop, a double submit) only the last is kept; system and
   developer messages are never left out, and the last user message is never left out;
 - tool outputs: a tool result longer than TOOL_OUTPUT_MAX_CHARS keeps its head and tail
   with a marker saying how much was left out (a log dump, a whole file).

@@ -161,6 +161,15 @@ def _upstream(exc: UpstreamError) -> ApiError:
     can carry its address, model paths or internals; they are logged), only what the
     client can act on."""
     logger.warning("upstream failure at %s: %s", exc.worker_url, exc)
+    if exc.platform_refused:
+        if exc.status != 429:
+            logger.error(
+                "worker %s refused the platform's credentials (HTTP %s): check its "
+                "deployment's api_key_env",
+                exc.worker_url,
+                exc.status,
+            )
+        return ApiError(502, "The model worker refused the gateway; try again.", "upstream_error")
     if exc.client_error:
         context = _CONTEXT_LENGTH.search(str(exc))
         if context is not None:

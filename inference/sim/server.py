@@ -17,7 +17,7 @@ from inference.sim.profiles import Profile
 from inference.sim.replies import Reply, logprobs, reply_for
 from inference.sim.sleep import DEFAULT_WAKE_S, SLEEP, add_routes, refusal
 from inference.sim.text import prompt_tokens
-from inference.text_completion import TEXT_PATH, text_chunk
+from inference.text_completion import DEFAULT_MAX_TOKENS, TEXT_PATH, text_chunk
 
 ENGINE: web.AppKey[Scheduler] = web.AppKey("engine")
 MODEL = web.AppKey("model", str)
@@ -103,7 +103,11 @@ def _as_chat_body(body: Any, path: str) -> Any:
     prompt = body.get("prompt")
     prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt
     rest = {k: v for k, v in body.items() if k != "prompt"}
-    return {"max_tokens": 16, **rest, "messages": [{"role": "user", "content": prompt}]}
+    return {
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        **rest,
+        "messages": [{"role": "user", "content": prompt}],
+    }
 
 
 def _chunk(

@@ -10,12 +10,16 @@ Read from the database at most every REFRESH_S per process, and only on that pat
 deployment with routable workers never asks).
 """
 
+import logging
 import time
+
+from django.db import DatabaseError
 
 from foundation.db import database_read
 from foundation.single_flight import SingleFlight
 from scaling.models import AutoscalePolicy
 
+logger = logging.getLogger(__name__)
 REFRESH_S = 5.0
 
 
@@ -26,8 +30,13 @@ class ColdStartDeployments:
         self._flights: SingleFlight[frozenset[str]] = SingleFlight()
 
     async def waits_for_replica(self, deployment: str) -> bool:
+        """A database that cannot be read keeps the last answer (none: no deployment
+        waits), said in the log: a request then fails at once, as it would have anyway."""
         if time.monotonic() - self._loaded_at >= REFRESH_S:
-            self._names = await self._flights.run("cold-start", database_read(_load))
+            try:
+                self._names = await self._flights.run("cold-start", database_read(_load))
+            except DatabaseError as exc:
+                logger.error("scale-from-zero policies unreadable, kept as they were: %s", exc)
             self._loaded_at = time.monotonic()
         return deployment in self._names
 

@@ -223,12 +223,13 @@ class Dispatcher:
         queue = self.queues.get(deployment)
         if queue is None:  # not setdefault: a _Queue per request is 2% of a request's CPU
             queue = self.queues[deployment] = _Queue()
-        waiter = _Waiter(loop.create_future(), exclude, route, priority, tenant)
-        queue.add(waiter)
+        # Read before the waiter joins the queue: a caller gone during these awaits (or a
+        # failed read) must leave no waiter behind for a release to grant a slot to.
         routable = await self.fleet.routable(deployment)
         cold = not routable and await self._waits_for_replica(deployment)
-        if not routable:
-            queue.waits_for_replica = cold
+        queue.waits_for_replica = cold  # with a worker routable, nothing to hold for
+        waiter = _Waiter(loop.create_future(), exclude, route, priority, tenant)
+        queue.add(waiter)
         timeout = settings.SCALE_FROM_ZERO_TIMEOUT_S if cold else settings.QUEUE_TIMEOUT_S
         deadline = loop.time() + (timeout_s or timeout)
         handed_over = False
@@ -260,7 +261,12 @@ class Dispatcher:
                 self._discard(waiter)
 
     async def _waits_for_replica(self, deployment: str) -> bool:
-        return self.cold_start is not None and await self.cold_start.waits_for_replica(deployment)
+        """Whether a request finding no routable worker should wait for one: the deployment
+        scales from zero, and the snapshot is current (a paused scraper makes every worker
+        unroutable; that is no cold start, and such requests fail at once as before)."""
+        if self.cold_start is None or self.fleet.stale(deployment):
+            return False
+        return await self.cold_start.waits_for_replica(deployment)
 
     def _discard(self, waiter: _Waiter) -> None:
         """A slot granted just as its caller timed out or was cancelled goes back."""
