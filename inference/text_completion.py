@@ -66,9 +66,7 @@ def text_completion_from(body: Any) -> ChatRequest:
     prompt = _prompt(body.get("prompt"))
     n = check_n(body)
     best_of = body.get("best_of")
-    if best_of is not None and (
-        isinstance(best_of, bool) or best_of != n or type(best_of) is not int
-    ):
+    if best_of is not None and (type(best_of) is not int or best_of != n):  # not True or 1.0
         raise InvalidRequest(
             "'best_of' is served only equal to n (each choice is returned): sampling more "
             "candidates than are returned is not supported.",

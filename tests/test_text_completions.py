@@ -27,6 +27,8 @@ PROMPT = "def fibonacci(n):"
         ({"prompt": None}, "prompt"),
         ({"logprobs": 2}, "logprobs"),
         ({"best_of": 3}, "best_of"),
+        ({"best_of": True}, "best_of"),
+        ({"best_of": 1.0}, "best_of"),
         ({"echo": "yes"}, "echo"),
         ({"suffix": 5}, "suffix"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
