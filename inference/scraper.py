@@ -153,14 +153,26 @@ class Scraper:
         self, session: aiohttp.ClientSession, worker: Worker
     ) -> MetricsReading:
         """An OpenAI-compatible server that is not vLLM (SGLang, llama.cpp, TGI, a hosted API)
-        has no /health or vLLM /metrics in common with it: it is healthy while GET /v1/models
-        answers 200, and reports no load (the dispatcher's own in-flight count bounds it)."""
+        has no /health in common with it: it is healthy while GET /v1/models answers 200.
+        Its load comes from its /metrics where it has one under a name worker_metrics.py
+        knows (SGLang's, TGI's); otherwise it reports none, and the dispatcher's own
+        in-flight count bounds it."""
         async with session.get(
             f"{worker.url}/v1/models", timeout=self.timeout, headers=_headers(worker)
         ) as models:
             if models.status != 200:
                 raise aiohttp.ClientResponseError(models.request_info, (), status=models.status)
-        return MetricsReading()
+        try:
+            async with session.get(
+                f"{worker.url}/metrics", timeout=self.timeout, headers=_headers(worker)
+            ) as metrics:
+                text = await metrics.text() if metrics.status == 200 else ""
+        except (aiohttp.ClientError, TimeoutError):
+            text = ""  # no metrics is no failure: it was healthy above
+        try:
+            return parse_metrics(text)
+        except ValueError:  # not Prometheus text (a hosted API's HTML page, say)
+            return MetricsReading()
 
     async def _sleeping(
         self, session: aiohttp.ClientSession, worker: Worker, metrics: str, last: bool

@@ -1,15 +1,22 @@
-"""Read a vLLM worker's Prometheus /metrics into the few numbers routing needs."""
+"""Read a worker's Prometheus /metrics into the few numbers routing needs: vLLM's names,
+and the same figures under SGLang's (`--enable-metrics`) and TGI's names, so an
+OpenAI-compatible server of those kinds is routed on its load too."""
 
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # new name, old name
+# vLLM first; then SGLang's, then TGI's name for the same figure.
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size")
+# vLLM's new name, its old name, SGLang's (the KV pool's share in use, 0 to 1).
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
 PREFIX_QUERIES = "vllm:prefix_cache_queries"
 PREFIX_HITS = "vllm:prefix_cache_hits"
-TTFT = "vllm:time_to_first_token_seconds"
+TTFT_BUCKETS = (
+    "vllm:time_to_first_token_seconds_bucket",
+    "sglang:time_to_first_token_seconds_bucket",
+)
 
 
 @dataclass
@@ -28,9 +35,9 @@ def parse_metrics(text: str) -> MetricsReading:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, value = sample.name, sample.value
-            if name == RUNNING:
+            if name in RUNNING:
                 reading.running += value
-            elif name == WAITING:
+            elif name in WAITING:
                 reading.waiting += value
             elif name in KV_USAGE:
                 reading.kv_usage = max(reading.kv_usage, value)
@@ -38,7 +45,7 @@ def parse_metrics(text: str) -> MetricsReading:
                 reading.prefix_queries += value
             elif name == f"{PREFIX_HITS}_total":
                 reading.prefix_hits += value
-            elif name == f"{TTFT}_bucket":
+            elif name in TTFT_BUCKETS:
                 bound = float(sample.labels["le"])
                 reading.ttft_buckets[bound] = reading.ttft_buckets.get(bound, 0.0) + value
     return reading

@@ -3,14 +3,18 @@
 gives): it is healthy while /v1/models answers, and no vLLM extension (cache_salt) is sent
 to it. Under the default kind, vllm, the same server is never put in rotation."""
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
 from gateway.accounts import actions
 from inference import fleet
+from inference.scraper import Scraper
+from inference.snapshot import WorkerView
 from tests.children import worker_script
 from tests.conftest import child_env
 from tests.live import LiveGateway
@@ -111,3 +115,28 @@ def test_a_hosted_apis_key_is_sent_from_the_variable_the_deployment_names(redis_
         wait_until(out_of_rotation, 10, "the keyless probes to take the worker out", poll_s=0.3)
     finally:
         unkeyed.stop()
+
+
+@pytest.fixture
+def sglang_like_server(redis_url: str) -> Iterator[str]:
+    yield from worker_script(PLAIN, child_env(redis_url), "/ready", "--sglang-metrics")
+
+
+def test_a_server_with_sglangs_metrics_is_routed_on_its_load(sglang_like_server, plain_server):
+    """Read under SGLang's names: running, queued and KV usage reach the fleet snapshot (and so
+    routing and the autoscaler); a server without /metrics is still healthy, with no load."""
+    deployment = fleet.ensure_deployment(
+        "sglang-model", served_model_name="plain-upstream", worker_kind="openai"
+    )
+    fleet.register_worker(deployment, sglang_like_server, registered_by="test")
+    fleet.register_worker(deployment, plain_server, registered_by="test")
+
+    async def scrape() -> list[WorkerView]:
+        async with aiohttp.ClientSession() as session:
+            return await Scraper().scrape_once(session)
+
+    views = {view.url: view for view in asyncio.run(scrape())}
+    loaded, bare = views[sglang_like_server], views[plain_server]
+    assert (loaded.running, loaded.waiting, loaded.kv_usage) == (3.0, 2.0, 0.25)
+    assert loaded.healthy and bare.healthy and not bare.error
+    assert (bare.running, bare.waiting) == (0.0, 0.0)

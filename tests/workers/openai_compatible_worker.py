@@ -5,7 +5,10 @@ a 400 for a request field it does not know (vLLM's cache_salt, say). With --api-
 route wants that bearer token (a 401 without it), as a hosted API does; GET /ready (for
 the test harness) answers without one.
 
-Usage: openai_compatible_worker.py --port N [--model NAME] [--api-key KEY]
+With --sglang-metrics it serves GET /metrics as SGLang does (`--enable-metrics`): 3
+running, 2 queued, a quarter of its KV pool in use.
+
+Usage: openai_compatible_worker.py --port N [--model NAME] [--api-key KEY] [--sglang-metrics]
 """
 
 import argparse
@@ -105,17 +108,34 @@ async def key_required(
     return await handler(request)
 
 
+SGLANG_METRICS = """\
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="plain-upstream"} 3.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="plain-upstream"} 2.0
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="plain-upstream"} 0.25
+"""
+
+
+async def sglang_metrics(request: web.Request) -> web.Response:
+    return web.Response(text=SGLANG_METRICS, content_type="text/plain")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", default="plain-upstream")
     parser.add_argument("--api-key", default="")
+    parser.add_argument("--sglang-metrics", action="store_true")
     args = parser.parse_args()
     app = web.Application(middlewares=[key_required])
     app[MODEL] = args.model
     app[API_KEY] = args.api_key
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", completions)
+    if args.sglang_metrics:
+        app.router.add_get("/metrics", sglang_metrics)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
 
 
