@@ -102,10 +102,16 @@ def test_compare_runs_both_endpoints_and_reports_ratios(fixed_sim, tmp_path):
         compare=f"{fixed_sim.url}/v1",
         html=tmp_path / "report.html",
     )
-    assert [level["endpoint"] for level in doc["levels"]] == ["target", "compare"]
+    target, compare = doc["levels"]
+    assert (target["endpoint"], compare["endpoint"]) == ("target", "compare")
+    assert target["errors"] == compare["errors"] == {}
     (row,) = doc["comparison"]
-    assert row["throughput_ratio"] == pytest.approx(1.0, abs=0.25)  # the same server twice
-    assert abs(row["added_latency_p50_s"]) < 0.02
+    # The ratios are the two runs' own figures set side by side (not a timing claim: the
+    # same server twice varies with the machine's load, as benchmarks are read).
+    ratio = target["requests_per_s"] / compare["requests_per_s"]
+    assert row["throughput_ratio"] == pytest.approx(ratio)
+    added = target["latency_p50_s"] - compare["latency_p50_s"]
+    assert row["added_latency_p50_s"] == pytest.approx(added)
     html = (tmp_path / "report.html").read_text()
     assert "plotly.js v" in html and len(html) > 1_000_000  # the library itself, inlined
     assert "<script src=" not in html  # nothing fetched: the report opens offline
