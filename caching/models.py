@@ -45,6 +45,14 @@ class CachePolicy(models.Model):
         validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
         help_text="Cosine similarity a semantic candidate needs before verification.",
     )
+    max_false_hit_rate = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001), MaxValueValidator(0.2)],
+        help_text="The largest share of semantic hits allowed to be wrong (0.01 = 1%): a "
+        "candidate answers only if its calibrated false-hit probability is at most this, "
+        "with verification always on. Empty: the similarity threshold decides, as before.",
+    )
     verify_enabled = models.BooleanField(
         default=True,
         help_text="Reject candidates that differ in negation, numbers, dates, "

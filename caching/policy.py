@@ -24,6 +24,7 @@ POLICY_FIELDS = [
     "sampled_ttl_s",
     "max_age_s",
     "similarity_threshold",
+    "max_false_hit_rate",
     "verify_enabled",
     "max_entry_bytes",
     "memory_budget_bytes",
@@ -44,6 +45,7 @@ class CacheSettings:
     memory_budget_bytes: int
     # Last, with a default: a record published before the field existed still decodes.
     sampled_ttl_s: int = SAMPLED_TTL_S
+    max_false_hit_rate: float | None = None  # None: the similarity threshold decides
 
     def for_request(self, deterministic: bool) -> "CacheSettings":
         """The policy a request's reply is kept under. A sampled reply (cached at all only
@@ -68,6 +70,7 @@ def default_settings() -> CacheSettings:
         sampled_ttl_s=SAMPLED_TTL_S,
         max_age_s=settings.CACHE_EXACT_MAX_TTL_S,
         similarity_threshold=settings.CACHE_SEMANTIC_THRESHOLD,
+        max_false_hit_rate=None,
         verify_enabled=True,
         max_entry_bytes=settings.CACHE_EXACT_MAX_ENTRY_BYTES,
         memory_budget_bytes=settings.CACHE_MEMORY_BUDGET_BYTES,

@@ -128,7 +128,11 @@ async def plan(
                 slot = await _embedded(slot)
                 if slot is not None:
                     match = await semantic.lookup(
-                        slot, policy.similarity_threshold, policy.verify_enabled, team_id
+                        slot,
+                        policy.similarity_threshold,
+                        policy.verify_enabled,
+                        team_id,
+                        policy.max_false_hit_rate,
                     )
                     metrics.semantic_lookup.observe(time.perf_counter() - started)
                     if match is not None:
@@ -205,8 +209,8 @@ async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
     except TextTooLong:
-        # Its vector would stand for its first 256 tokens only: a question that merely
-        # starts alike would match it. Within 1,000 characters, but dense (CJK, code).
+        # Past the 2,048 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
+        # dense (CJK, code). Cut short, it would match any question that starts alike.
         metrics.semantic_skips.labels("too_long").inc()
         return None
     return slot.embedded(vector)
@@ -275,7 +279,8 @@ async def settle(
     hit = None
     if plan.hit is not None:
         hit = batch.submit(*eviction.hit_command(plan.hit.namespace, plan.hit.key))
-        record = _served_record(team_id, (plan.hit, *plan.own))
+        semantic_hit = plan.hit.key if plan.result == Outcome.HIT_SEMANTIC else None
+        record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
         sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
     replies = await asyncio.gather(*sent, *([hit] if hit else []), return_exceptions=True)
     failed = [reply for reply in replies if isinstance(reply, BaseException)]
@@ -299,25 +304,37 @@ async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ..
         logger.warning("cache: entries that answered %s not noted: %s", request_id, exc)
 
 
-def _served_record(team_id: int, entries: tuple[EntryRef, ...]) -> str:
-    return json.dumps({"team": team_id, "entries": [[e.namespace, e.key] for e in entries]})
+def _served_record(
+    team_id: int, entries: tuple[EntryRef, ...], semantic_hit: str | None = None
+) -> str:
+    record = {"team": team_id, "entries": [[e.namespace, e.key] for e in entries]}
+    return json.dumps(record | ({"semantic_hit": semantic_hit} if semantic_hit else {}))
 
 
 async def report_false_hit(request_id: str, team_id: int) -> bool:
-    """Remove the entry that answered this team's request; False if there is none (or it
-    answered another team: no way to probe other teams' requests)."""
+    """Take the reply that answered this team's request out of service; False if there is
+    none (or it answered another team: no way to probe other teams' requests). A reply
+    generated for the request, or an exact hit, is wrong for its own question: removed.
+    A semantic hit's entry is right for its own question but answered another: it is
+    marked and never answers another question again (caching/semantic.py)."""
     client = async_cache_redis()
     try:
         raw = await client.get(SERVED_PREFIX + request_id)
         if raw is None or json.loads(raw)["team"] != team_id:
             return False
-        for entry_namespace, key in json.loads(raw)["entries"]:
-            await eviction.forget(client, entry_namespace, key)
+        served = json.loads(raw)
+        for entry_namespace, key in served["entries"]:
+            if key == served.get("semantic_hit"):
+                await semantic.mark_reported(client, key)
+            else:
+                await eviction.forget(client, entry_namespace, key)
         await client.delete(SERVED_PREFIX + request_id)
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
     await stats.count_false_hit(team_id)
     logger.info(
-        "cache: team %s reported %s as a false hit; its entries are removed", team_id, request_id
+        "cache: team %s reported %s as a false hit; its entries are out of service",
+        team_id,
+        request_id,
     )
     return True

@@ -7,9 +7,13 @@ options. Each context has its own Redis 8 vector set, so a follow-up question is
 ever compared with follow-ups in the same conversation, of the same team, and a user
 who changed their context never gets the answer to the old one.
 
-A candidate must clear two bars: cosine similarity of the MiniLM embeddings at or above
-the policy's threshold, and verify() (caching/verify/), which rejects the
-near-misses embeddings confuse (negation, numbers, dates, names, swapped roles).
+A candidate must clear two bars: verify() (caching/verify/), which rejects the
+near-misses embeddings confuse (negation, numbers, dates, names, swapped roles), and
+either the policy's cosine threshold or, where the team set an error bound
+(`max_false_hit_rate`), a calibrated false-hit probability at most that bound
+(caching/evidence.py). An entry its team reported as a false hit never answers another
+question again (it still answers its own, word for word): it keeps a marker for as long
+as it can live.
 
 Embedding a question costs about 1.6 ms of CPU, and many lookups find their context empty
 (each new turn of a conversation is a context of its own). So a lookup first asks whether
@@ -26,6 +30,7 @@ Layout under CACHE_REDIS_URL:
                                              the scores are the model's, so the measured
                                              threshold table holds)
     sluice:cache:sem:entry:<entry sha256>    JSON {question, reply}
+    sluice:cache:sem:reported:<entry sha256> "1" once a hit it gave was reported false
     sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
                                              (caching/lookup_log.py), for the
                                              dashboard's threshold preview
@@ -41,7 +46,9 @@ from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
-from caching import eviction, lookup_log
+import redis.asyncio as aioredis
+
+from caching import eviction, evidence, lookup_log
 from caching.exact import CachedReply
 from caching.verify.verdict import verify
 from foundation import metrics
@@ -53,6 +60,8 @@ from inference.embeddings import Vector
 logger = logging.getLogger(__name__)
 SET_PREFIX = "sluice:cache:sem:set:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
+REPORTED_PREFIX = "sluice:cache:sem:reported:"
+REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (max_age_s is at most a year)
 CANDIDATES = 4  # nearest neighbours checked: the closest may fail verification
 
 
@@ -60,10 +69,12 @@ class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
 
 
-# About MiniLM's 256-token window. A longer question would be embedded by its beginning only
-# (two long prompts sharing it would collide), and verifying it costs more than a few
-# milliseconds of the event loop: such questions skip the semantic cache (counted).
-MAX_QUESTION_CHARS = 1000
+# A question is embedded whole (inference/embeddings.py reads up to 2,048 tokens window by
+# window and pools them), so two long questions that share their beginning differ by the
+# rest. Past this many characters verification would cost more than a few milliseconds of
+# the event loop: such questions skip the semantic cache (counted), as do denser texts
+# past the embedder's 2,048 tokens (CJK, code).
+MAX_QUESTION_CHARS = 4000  # verify() takes about 1.2 ms per candidate at 4,000 (measured)
 
 
 def question_of(chat: ChatRequest) -> str | None:
@@ -177,34 +188,54 @@ def empty_context_lookup(threshold: float, verify_enabled: bool, team_id: int | 
 
 
 async def lookup(
-    slot: SemanticSlot, threshold: float, verify_enabled: bool, team_id: int | None = None
+    slot: SemanticSlot,
+    threshold: float,
+    verify_enabled: bool,
+    team_id: int | None = None,
+    bound: float | None = None,
 ) -> SemanticMatch | None:
-    """The first candidate at or above the threshold that verification accepts. With a
-    team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the fact.
-    The slot must be embedded."""
+    """The first candidate that verification accepts and that clears the threshold, or
+    with a bound (a team's max_false_hit_rate) whose false-hit probability is within it
+    (verification is then always on: the probability is calibrated on verified pairs).
+    With a team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the
+    fact. The slot must be embedded."""
     vector = slot.vector_bytes()
+    floor = evidence.FLOOR if bound is not None else threshold
+    verify_enabled = verify_enabled or bound is not None
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
         found = await batch.execute(
             "VSIM", slot.set_key, "FP32", vector, "COUNT", CANDIDATES, "WITHSCORES"
         )
         scored = _scored(found)
-        candidates = [(e, cosine) for e, cosine in scored if cosine >= threshold]
-        entry_keys = [ENTRY_PREFIX + e for e, _ in candidates]
-        stored = await batch.execute("MGET", *entry_keys) if candidates else []
+        candidates = [(e, cosine) for e, cosine in scored if cosine >= floor]
+        keys = [ENTRY_PREFIX + e for e, _ in candidates] + [
+            REPORTED_PREFIX + e for e, _ in candidates
+        ]
+        stored = await batch.execute("MGET", *keys) if candidates else []
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
     verdicts: list[bool | None] = [None] * len(scored)
     match = None
-    for index, ((element, similarity), raw) in enumerate(zip(candidates, stored, strict=True)):
+    entries, reported = stored[: len(candidates)], stored[len(candidates) :]
+    for index, ((element, similarity), raw) in enumerate(zip(candidates, entries, strict=True)):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
         entry = json.loads(raw)
-        if verify_enabled:
-            verdict = verify(slot.question, entry["question"])
-            verdicts[index] = verdict.accepted  # candidates are scored's first entries
-            if not verdict.accepted:
-                metrics.semantic_rejections.labels(verdict.reason).inc()
+        if entry["question"] != slot.question:
+            if reported[index] is not None:
+                metrics.semantic_rejections.labels("reported").inc()
+                continue
+            if verify_enabled:
+                verdict = verify(slot.question, entry["question"])
+                verdicts[index] = verdict.accepted  # candidates are scored's first entries
+                if not verdict.accepted:
+                    metrics.semantic_rejections.labels(verdict.reason).inc()
+                    continue
+            if bound is not None and not evidence.meets_bound(
+                slot.question, entry["question"], similarity, bound
+            ):
+                metrics.semantic_rejections.labels("over_bound").inc()
                 continue
         match = SemanticMatch(
             CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
@@ -218,6 +249,13 @@ async def lookup(
             ),
         )
     return match
+
+
+async def mark_reported(client: aioredis.Redis, entry_key: str) -> None:
+    """A hit this entry gave was reported false: from now on it answers only its own
+    question (the marker outlives the entry)."""
+    element = entry_key.removeprefix(ENTRY_PREFIX)
+    await client.set(REPORTED_PREFIX + element, "1", ex=REPORTED_TTL_S)
 
 
 def _scored(found: Any) -> list[tuple[str, float]]:

@@ -71,7 +71,9 @@ semantic_skips = Counter(
 )
 semantic_rejections = Counter(
     "sluice_cache_semantic_rejections",
-    "Semantic candidates above the threshold that verification turned down, by reason",
+    "Semantic candidates above the threshold turned down, by reason: verification's, "
+    "'reported' (the entry gave a reported false hit) or 'over_bound' (its false-hit "
+    "probability is over the team's max_false_hit_rate)",
     ["reason"],
     registry=registry,
 )

@@ -5,7 +5,7 @@ one short question embeds in about 1.5 ms on one core (torch takes about 10 ms a
 install), with no network hop to a separate service.
 Concurrent queries go through the MicroBatcher with at most one batch running: an idle
 gateway embeds a lone query at once, a busy one hands every query that arrived meanwhile
-to one thread (each still run through the model alone: see _embed_batch). ONNX Runtime
+to one thread (each still run through the model alone: see embed_batch). ONNX Runtime
 releases the GIL, so the event loop keeps serving.
 """
 
@@ -28,6 +28,9 @@ from inference.batcher import MicroBatcher
 logger = logging.getLogger(__name__)
 Vector = npt.NDArray[np.float32]
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
+# embed() reads a longer text whole, window by window, up to this many tokens (8 windows,
+# about 12 ms of one core): past it, TextTooLong.
+MAX_POOLED_TOKENS = 2048
 
 
 class EmbedderUnavailable(Exception):
@@ -40,8 +43,9 @@ class TextTooLong(ValueError):
 
 
 class Embedder(ABC):
-    """One extension point: text in, a unit-length float32 vector out; TextTooLong when
-    the model would see only part of the text."""
+    """One extension point: text in, a unit-length float32 vector out, standing for the
+    whole text (a text longer than the model's window is read window by window and
+    pooled); TextTooLong when the embedder would see only part of it."""
 
     dimensions: int
 
@@ -67,19 +71,22 @@ class OnnxMiniLM(Embedder):
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()  # one text per model run; the file pads to 128
+        # The same vocabulary without truncation or special tokens: embed() cuts a long
+        # text into windows itself, each framed by [CLS] ... [SEP] as the model expects.
+        self._whole_tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._whole_tokenizer.no_truncation()
+        self._whole_tokenizer.no_padding()
+        self._frame = (self._token_id("[CLS]"), self._token_id("[SEP]"))
         self.max_batch_size = max_batch_size
         self._batchers: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, MicroBatcher[str, tuple[Vector, bool]]
+            asyncio.AbstractEventLoop, MicroBatcher[str, Vector | None]
         ] = weakref.WeakKeyDictionary()
 
     def embed_batch(self, texts: list[str]) -> list[Vector]:
         """Mean of the token states over the real tokens, then unit length (as
         sentence-transformers' pooling and Normalize modules do for this model). Texts
-        past MAX_TOKENS are embedded by their beginning (for offline evaluation)."""
-        return [vector for vector, _ in self._embed_batch(texts)]
-
-    def _embed_batch(self, texts: list[str]) -> list[tuple[Vector, bool]]:
-        """Each text's vector, and whether the model read all of it.
+        past MAX_TOKENS are embedded by their first window, as sentence-transformers does
+        (the embeddings API refuses them first; embed() reads them whole).
 
         One model run per text, never one per batch: the int8 model quantizes its
         activations over the whole input, so a text run beside others gets a different
@@ -88,18 +95,38 @@ class OnnxMiniLM(Embedder):
         whatever else was asked at the same moment; on this model and CPU a batch of 32
         saved nothing per text (docs/benchmarks.md, "Micro-batcher")."""
         encoded = self._tokenizer.encode_batch(texts)
-        return [(self._pooled(e.ids), not e.overflowing) for e in encoded]
+        return [_unit(self._states(e.ids).mean(axis=0)) for e in encoded]
 
-    def _pooled(self, token_ids: list[int]) -> Vector:
-        """Mean of the token states (no padding: one text), then unit length."""
+    def embed_whole(self, text: str) -> Vector | None:
+        """The text's vector read whole: cut into windows of at most MAX_TOKENS (with
+        [CLS] and [SEP]), each run alone, then the mean of every window's token states,
+        unit length. A text that fits one window gets exactly embed_batch's vector; two
+        long texts that share their first window differ by the rest. None past
+        MAX_POOLED_TOKENS."""
+        ids = self._whole_tokenizer.encode(text, add_special_tokens=False).ids
+        if len(ids) > MAX_POOLED_TOKENS:
+            return None
+        width = MAX_TOKENS - 2
+        first, last = self._frame
+        windows = [ids[start : start + width] for start in range(0, max(len(ids), 1), width)]
+        states = np.concatenate([self._states([first, *w, last]) for w in windows])
+        return _unit(states.mean(axis=0))
+
+    def _token_id(self, token: str) -> int:
+        found = self._whole_tokenizer.token_to_id(token)
+        if found is None:
+            raise EmbedderUnavailable(f"the tokenizer has no {token} token")
+        return int(found)
+
+    def _states(self, token_ids: list[int]) -> npt.NDArray[np.float32]:
+        """The model's last hidden states for one text (no padding), one row per token."""
         ids = np.array([token_ids], dtype=np.int64)
         mask = np.ones_like(ids)
         states = self._session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )[0]
-        pooled = states[0].mean(axis=0)
-        vector: Vector = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
-        return vector
+        rows: npt.NDArray[np.float32] = states[0]
+        return rows
 
     async def embed(self, text: str) -> Vector:
         loop = asyncio.get_running_loop()
@@ -109,13 +136,20 @@ class OnnxMiniLM(Embedder):
                 self._run_batch, self.max_batch_size, max_wait_ms=0, max_in_flight=1
             )
             self._batchers[loop] = batcher
-        vector, whole = await batcher.submit(text)
-        if not whole:
-            raise TextTooLong(f"longer than the {MAX_TOKENS} tokens the embedding model reads")
+        vector = await batcher.submit(text)
+        if vector is None:
+            raise TextTooLong(
+                f"longer than the {MAX_POOLED_TOKENS} tokens the embedding model reads whole"
+            )
         return vector
 
-    async def _run_batch(self, texts: list[str]) -> list[tuple[Vector, bool]]:
-        return await asyncio.to_thread(self._embed_batch, texts)
+    async def _run_batch(self, texts: list[str]) -> list[Vector | None]:
+        return await asyncio.to_thread(lambda: [self.embed_whole(text) for text in texts])
+
+
+def _unit(pooled: npt.NDArray[np.float32]) -> Vector:
+    vector: Vector = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+    return vector
 
 
 _embedder: Embedder | None = None

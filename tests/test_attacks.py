@@ -167,17 +167,19 @@ def _healthz_latencies(port: int, stop: threading.Event, seen: list[float]) -> N
 
 
 def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platform):
-    """Hundreds of numbers in a question, asked twice with a trailing space (the exact key
-    differs, the semantic candidate matches at 1.0): verification used to be cubic in
-    them, on the event loop. Other requests on the process must keep being answered."""
+    """Hundreds of numbers in a question, asked twice with one number repeated (the exact
+    key differs, the semantic candidate matches at about 1.0): verification used to be
+    cubic in them, on the event loop. Other requests on the process must keep being
+    answered."""
     client, port = platform["client"], platform["gateway"].port
-    long_list = " ".join(str(n) for n in range(800))  # ~3 KB: past the semantic window
+    long_list = " ".join(str(n) for n in range(1200))  # ~4.7 KB: past the semantic limit
     short_list = " ".join(str(n) for n in range(240))[:999]  # within it: verified
     stop, latencies = threading.Event(), list[float]()
     probe = threading.Thread(target=_healthz_latencies, args=(port, stop, latencies))
     probe.start()
     try:
-        for question in (long_list, long_list + " ", short_list, short_list + " "):
+        # " 1" repeats a number already listed: the same anchors, another text to verify
+        for question in (long_list, long_list + " 1", short_list, short_list + " 1"):
             raw = client.chat.completions.with_raw_response.create(
                 model="small-model",
                 messages=[{"role": "user", "content": question}],

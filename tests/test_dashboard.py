@@ -4,6 +4,7 @@ import csv
 import io
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -29,6 +30,12 @@ from tests.staff import tuning_staff
 
 NOW = datetime(2026, 3, 14, 12, 30, 20, tzinfo=UTC)
 PAGES = ["overview", "costs", "costs_csv", "teams", "fleet", "tuning"]
+
+
+def cache_form_values(team: Any) -> dict[str, Any]:
+    """The cache form's values in force, as a browser posts them (an empty field for None)."""
+    values = actions.current_cache_values(team)
+    return {name: "" if value is None else value for name, value in values.items()}
 
 
 @pytest.fixture
@@ -235,7 +242,7 @@ def test_a_tuning_change_applies_live_is_audited_and_reverts(staff_client: Clien
     form = {
         "form": "cache",
         "team": team.pk,
-        **actions.current_cache_values(team),
+        **cache_form_values(team),
         "similarity_threshold": 0.97,
     }
     form = {k: v for k, v in form.items() if v is not False}  # unchecked boxes are absent
@@ -264,7 +271,7 @@ def test_an_invalid_change_saves_and_audits_nothing(staff_client: Client) -> Non
     form = {
         "form": "cache",
         "team": team.pk,
-        **actions.current_cache_values(team),
+        **cache_form_values(team),
         "similarity_threshold": 1.5,
     }
     response = staff_client.post(reverse("dashboard:tuning"), form)
@@ -319,7 +326,7 @@ def test_staff_without_the_change_permission_read_tuning_but_cannot_change_it() 
     client = Client()
     client.force_login(get_user_model().objects.create_user("viewer", is_staff=True))
     assert client.get(reverse("dashboard:tuning")).status_code == 200
-    form = {"form": "cache", "team": "", **actions.current_cache_values(None)}
+    form = {"form": "cache", "team": "", **cache_form_values(None)}
     form["similarity_threshold"] = 0.97
     assert client.post(reverse("dashboard:tuning"), form).status_code == 403
     assert actions.current_cache_values(None)["similarity_threshold"] != 0.97

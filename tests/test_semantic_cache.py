@@ -114,15 +114,39 @@ def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):
 def test_questions_that_only_start_alike_past_the_embedding_window_never_share_a_reply(
     platform,
 ):
-    """Within 1,000 characters but past the model's 256 tokens (dense CJK text), two
-    questions that differ only at the end embed identically: neither may answer the other."""
+    """Within the semantic cache's 4,000 characters but past the 2,048 tokens the embedder
+    reads whole (dense CJK text): cut short, two questions that differ only at the end would
+    embed identically, so both skip the semantic cache (counted)."""
     client = platform["client"]
-    shared = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 22  # ~550 characters
-    assert len(shared) < 1000
+    shared = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # 2,340 characters
+    assert len(shared) < 4000
     assert ask(client, shared + "问题是什么颜色")[1] == "miss"
     assert ask(client, shared + "问题是哪一年")[1] == "miss"
     skipped = 'sluice_cache_semantic_skips_total{reason="too_long"}'
     assert metric_lines(platform)[skipped] == 2
+
+
+def test_long_questions_are_cached_whole_and_one_sharing_their_opening_is_not_answered(
+    platform,
+):
+    """Past MiniLM's 256-token window, a question is embedded window by window and pooled:
+    it is cached (asked again, it is a semantic hit), and a question that shares its first
+    window but asks something else is a miss."""
+    client = platform["client"]
+    background = (
+        "Our team runs a small bakery in the old town. Every morning we bake bread, rolls "
+        "and pastries, and in the afternoon we prepare cakes for orders placed online. "
+    ) * 8  # about 330 tokens
+    staffing = background + "How should we schedule the staff over the holiday weekend?"
+    pricing = background + (
+        "Which price should we charge for a three-tier wedding cake with fresh flowers, "
+        "delivered far away, compared with our usual birthday cakes and cupcakes?"
+    )
+    assert ask(client, staffing)[1] == "miss"
+    assert ask(client, pricing)[1] == "miss"
+    assert ask(client, staffing + " ")[1] == "hit-semantic"  # another exact key, same question
+    skipped = 'sluice_cache_semantic_skips_total{reason="too_long"}'
+    assert metric_lines(platform).get(skipped, 0) == 0
 
 
 def test_another_team_never_gets_a_semantic_hit(platform):
@@ -215,3 +239,47 @@ def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
         assert 0 < namespace.used_bytes <= budget
         assert namespace.entries < len(questions)  # some were evicted to stay within it
     assert ask(client, questions[-1])[1] == "hit-exact"  # the newest entry survived
+
+
+def test_an_entry_reported_as_a_false_hit_never_answers_another_question(platform):
+    """The entry is right for its own question, so it keeps answering that one word for
+    word; every other question is refused it, however similar."""
+    client = platform["client"]
+    assert ask(client, "What is the capital of France?")[1] == "miss"
+    _, state, request_id = ask(client, "What's the capital of France?", extra_headers=NO_STORE)
+    assert state == "hit-semantic"
+
+    status, body = report(platform, platform["key"], {"request_id": request_id})
+    assert (status, body) == (200, {"request_id": request_id, "removed": True})
+
+    for paraphrase in ("What's the capital of France?", "what is the capital of france?"):
+        assert ask(client, paraphrase, extra_headers=NO_STORE)[1] == "miss"
+    # its own question, another exact key (a trailing space), still answered by it
+    assert ask(client, "What is the capital of France? ")[1] == "hit-semantic"
+    rejected = 'sluice_cache_semantic_rejections_total{reason="reported"}'
+    assert metric_lines(platform)[rejected] == 2
+
+
+def test_with_an_error_bound_a_candidate_answers_only_when_its_evidence_meets_it(platform):
+    """max_false_hit_rate replaces the threshold: a rewording that keeps every content
+    word in order (cosine 0.98, under a 0.99 threshold) meets a 2% bound; one with a
+    content word swapped (cosine 0.88: a cell with a 29% false-hit rate) does not, counted
+    as over_bound."""
+    client, team = platform["client"], platform["team"].pk
+    rewording = "how can i reset my password"
+    update_cache_policy(team, similarity_threshold=0.99)
+    assert ask(client, "How do I reset my password?")[1] == "miss"
+    wait_until(
+        lambda: ask(client, rewording, extra_headers=NO_STORE)[1] == "miss",
+        5,
+        "the 0.99 threshold to reach the gateway",
+    )
+    update_cache_policy(team, max_false_hit_rate=0.02)
+    wait_until(
+        lambda: ask(client, rewording, extra_headers=NO_STORE)[1] == "hit-semantic",
+        5,
+        "the 2% bound to reach the gateway",
+    )
+    assert ask(client, "How do I change my password?", extra_headers=NO_STORE)[1] == "miss"
+    over = 'sluice_cache_semantic_rejections_total{reason="over_bound"}'
+    assert metric_lines(platform)[over] == 1

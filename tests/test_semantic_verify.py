@@ -247,6 +247,12 @@ REJECTED = [
         id="antonyms-buy-sell",
     ),
     pytest.param(
+        "Who won the cup final in 2011?",
+        "Who lost the cup final in 2011?",
+        "antonyms",
+        id="antonyms-irregular-past-won-lost",
+    ),
+    pytest.param(
         "What should I eat before a workout?",
         "What should I eat after a workout?",
         "antonyms",
@@ -302,7 +308,7 @@ def test_the_adversarial_set_has_hard_negatives_of_every_kind_and_real_paraphras
     assert all(label == (kind == "paraphrase") for kind, label, _, _ in rows)
     assert all(a != b for _, _, a, b in rows)
     assert len({(a, b) for _, _, a, b in rows}) == len(rows)
-    # csv readers (caching/evaluation.py) would take a leading quote for a quoted field
+    # csv readers (bench/semantic_evaluation.py) would take a leading quote for a quoted field
     assert not any(text.startswith('"') for _, _, a, b in rows for text in (a, b))
 
 

@@ -23,6 +23,7 @@ from gateway.dashboard.models import TuningChange
 from gateway.dashboard.threshold_effect import expected_precision, predict, preview
 from inference.embeddings import OnnxMiniLM
 from tests.staff import tuning_staff
+from tests.test_dashboard import cache_form_values
 
 CONTEXT = "c" * 64
 STORED = ["Cancel my subscription", "How do I reset my password?"]
@@ -177,7 +178,7 @@ def form_for(team: object, **changes: object) -> dict[str, object]:
     values = {
         "form": "cache",
         "team": getattr(team, "pk", ""),
-        **actions.current_cache_values(team),  # type: ignore[arg-type]
+        **cache_form_values(team),
         **changes,
     }
     return {k: v for k, v in values.items() if v is not False}  # unchecked boxes are absent

@@ -16,6 +16,7 @@ CACHE_FIELDS = [
     "semantic_ttl_s",
     "max_age_s",
     "similarity_threshold",
+    "max_false_hit_rate",
     "verify_enabled",
     "max_entry_bytes",
     "memory_budget_bytes",

@@ -12,8 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from bench.semantic_evaluation import sts_b_pairs
 from caching import eviction, semantic
-from caching.evaluation import sts_b_pairs
 from caching.exact import CachedReply
 from foundation import embedded_redis
 from foundation.redis_clients import reset_clients

@@ -1,11 +1,10 @@
-"""How often the semantic cache would answer correctly: precision and recall by threshold.
+"""The labelled pairs the semantic cache is measured on, and their cosine similarities.
 
-A pair (a, b) is a cache hit when b's embedding is at least `threshold` similar to a's and,
-with verification on, verify(b, a) accepts it. A hit is correct when the pair really means
-the same: on STS-B, a human similarity score of at least POSITIVE_STS (4.0 of 5: "mostly
-equivalent, only unimportant details differ"); on the adversarial pairs, their label.
-
-Precision is what a user feels (a wrong cached answer); recall is what the GPU saves.
+A pair (a, b) stands for a cached question a and a new question b; a hit on it is correct
+when the two really mean the same: on STS-B, a human similarity score of at least
+POSITIVE_STS (4.0 of 5: "mostly equivalent, only unimportant details differ"); on the
+adversarial and generated pairs (bench/question_pairs.py), their label. Scoring rules
+against them: bench/calibration.py.
 """
 
 import csv
@@ -16,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from caching.verify.verdict import verify
 from inference.embeddings import OnnxMiniLM
 
 POSITIVE_STS = 4.0
@@ -57,25 +55,6 @@ def adversarial_pairs() -> list[Pair]:
         ]
 
 
-@dataclass(frozen=True)
-class Score:
-    threshold: float
-    verified: bool
-    true_hits: int
-    false_hits: int
-    missed: int
-
-    @property
-    def precision(self) -> float:
-        hits = self.true_hits + self.false_hits
-        return self.true_hits / hits if hits else 1.0
-
-    @property
-    def recall(self) -> float:
-        positives = self.true_hits + self.missed
-        return self.true_hits / positives if positives else 0.0
-
-
 def similarities(embedder: OnnxMiniLM, pairs: list[Pair], batch: int = 64) -> np.ndarray:
     """Cosine similarity of each pair (the vectors are unit length)."""
     scores = []
@@ -85,26 +64,3 @@ def similarities(embedder: OnnxMiniLM, pairs: list[Pair], batch: int = 64) -> np
         right = np.stack(embedder.embed_batch([p.b for p in chunk]))
         scores.append((left * right).sum(axis=1))
     return np.concatenate(scores) if scores else np.zeros(0)
-
-
-def score(pairs: list[Pair], cosines: np.ndarray, thresholds: list[float]) -> list[Score]:
-    accepted = [verify(p.b, p.a).accepted for p in pairs]
-    table = []
-    for threshold in thresholds:
-        for verified in (False, True):
-            hit = [
-                c >= threshold and (ok or not verified)
-                for c, ok in zip(cosines, accepted, strict=True)
-            ]
-            table.append(
-                Score(
-                    threshold,
-                    verified,
-                    true_hits=sum(h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
-                    false_hits=sum(
-                        h and not p.same_meaning for h, p in zip(hit, pairs, strict=True)
-                    ),
-                    missed=sum(not h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
-                )
-            )
-    return table

@@ -1,0 +1,97 @@
+"""Measuring the semantic cache's false-hit table, and scoring the cache at an error bound.
+
+The table (caching/evidence.py) counts, per evidence cell, the false hits among the pairs
+verification accepts at or above the floor cosine (nothing else can ever be served), on
+development pairs only. Scoring it, and the old fixed thresholds, on every data set and
+half: `manage.py cache_precision`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from bench import semantic_evaluation
+from bench.question_pairs import generated_pairs
+from bench.semantic_evaluation import Pair
+from caching.evidence import FLOOR, Evidence, FalseHitTable
+from caching.verify.verdict import verify
+
+
+def data_sets() -> dict[str, list[Pair]]:
+    """Every data set and half the cache is measured on, development ones first."""
+    return {
+        "STS-B train+dev (development)": semantic_evaluation.sts_b_pairs(("train", "dev")),
+        "adversarial pairs (development)": semantic_evaluation.adversarial_pairs(),
+        "generated pairs, development half": generated_pairs("dev"),
+        "STS-B test (held out)": semantic_evaluation.sts_b_pairs(("test",)),
+        "generated pairs, held-out half": generated_pairs("held-out"),
+    }
+
+
+def measure(pairs: list[Pair], cosines: npt.NDArray[np.floating], fit_on: str) -> FalseHitTable:
+    """(false hits, pairs) per cell of the verified pairs at or above the floor."""
+    cells: dict[str, tuple[int, int]] = {}
+    for pair, cosine in zip(pairs, cosines, strict=True):
+        if cosine < FLOOR or not verify(pair.b, pair.a).accepted:
+            continue
+        cell = Evidence.of(pair.b, pair.a, float(cosine)).cell
+        false, seen = cells.get(cell, (0, 0))
+        cells[cell] = (false + (not pair.same_meaning), seen + 1)
+    return FalseHitTable(cells, fit_on)
+
+
+@dataclass(frozen=True)
+class BoundScore:
+    rule: str  # "bound 1.0%", "threshold 0.92 + verify", "cosine 0.92"
+    true_hits: int
+    false_hits: int
+    missed: int
+
+    @property
+    def precision(self) -> float:
+        hits = self.true_hits + self.false_hits
+        return self.true_hits / hits if hits else 1.0
+
+    @property
+    def recall(self) -> float:
+        positives = self.true_hits + self.missed
+        return self.true_hits / positives if positives else 0.0
+
+    @property
+    def false_hit_rate(self) -> float:
+        """False hits among hits: what the bound promises to keep under."""
+        return 1.0 - self.precision
+
+
+def score_rule(rule: str, pairs: list[Pair], hit: list[bool]) -> BoundScore:
+    return BoundScore(
+        rule,
+        true_hits=sum(h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
+        false_hits=sum(h and not p.same_meaning for h, p in zip(hit, pairs, strict=True)),
+        missed=sum(not h and p.same_meaning for h, p in zip(hit, pairs, strict=True)),
+    )
+
+
+def table(
+    pairs: list[Pair],
+    cosines: npt.NDArray[np.floating],
+    model: FalseHitTable,
+    bounds: list[float],
+    thresholds: list[float],
+) -> list[BoundScore]:
+    """Each bound, each old fixed threshold with verification, and plain cosine."""
+    accepted = [verify(p.b, p.a).accepted for p in pairs]
+    probability = [
+        model.probability(Evidence.of(p.b, p.a, float(c))) if ok and c >= FLOOR else 1.0
+        for p, c, ok in zip(pairs, cosines, accepted, strict=True)
+    ]
+    rows = [
+        score_rule(f"bound {bound:.1%}", pairs, [q <= bound for q in probability])
+        for bound in bounds
+    ]
+    for threshold in thresholds:
+        verified = [c >= threshold and ok for c, ok in zip(cosines, accepted, strict=True)]
+        rows.append(score_rule(f"threshold {threshold:.2f} + verify", pairs, verified))
+        rows.append(score_rule(f"cosine {threshold:.2f}", pairs, [c >= threshold for c in cosines]))
+    return rows

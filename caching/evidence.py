@@ -1,0 +1,127 @@
+"""How likely a semantic candidate is to be a false hit: the evidence behind an error bound.
+
+A bare cosine threshold promises nothing a team can reason about: 0.92 is right on one
+kind of traffic and wrong on a third of another's near-misses. A team that sets
+`max_false_hit_rate` (say 2%) gets this instead: each candidate that verification accepts
+falls in one cell of a small table, by
+
+- how its content words (lower case, stop words out, endings cut) relate to the
+  question's: the same in the same order (only stop words, case, punctuation or endings
+  differ), the same reordered (swapped roles: "can dogs eat cat food" / "can cats eat dog
+  food"), one swapped for another, some only on one side (a detail added or dropped), or
+  reworded (words only on each side);
+- its cosine band;
+
+and the cell's false-hit rate, measured on development pairs only (STS-B train and dev,
+the adversarial pairs, the generated set's development half: `manage.py
+calibrate_semantic_cache`) and smoothed (Jeffreys: (false + 0.5) / (pairs + 1), so a cell
+with 0 false hits in 30 pairs says 1.6%, not 0%), is the candidate's false-hit
+probability. The candidate answers when that is at most the bound, so the false-hit rate
+among hits stays at most the bound wherever traffic resembles the development pairs
+(held-out halves: docs/benchmarks.md). An entry a team reported as a false hit never
+answers another question again (caching/semantic.py).
+
+Histogram binning rather than a fitted curve: the development sets disagree on every
+smooth feature (a changed content word is a near-miss in question traffic and a paraphrase
+in STS-B), and a table says exactly what it knows and from how many pairs.
+Pure, a few microseconds per candidate; the table loads once per process.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+MODEL_FILE = Path(__file__).with_name("false_hit_table.json")
+# Candidates below this cosine are never served, whatever the bound: the model was fit
+# on pairs above it only, and below it a hit is rarely right.
+FLOOR = 0.70
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Words that rarely decide the answer. "how", "why", "when", "where" and "who" are not
+# among them: "When did it end?" and "Why did it end?" differ only there.
+_STOP_WORDS = """
+a an the of to in on at for from by with about as is are was were be been being do does did
+have has had i me my we our you your he she it its they them their this that these those what
+which whom whose there here and or but if so than then can could would should will shall may
+might must please tell know just also some any s t d ll re ve m
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+_SUFFIXES = ("ing", "ed", "ly", "s")
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words that carry the question, in order, crudely stemmed ("cakes" ==
+    "cake"); the pieces of contractions ("what's", "don't") are stop words (negation is
+    verification's)."""
+    words = []
+    for word in _WORD.findall(text.lower()):
+        if word in _STOP:
+            continue
+        for suffix in _SUFFIXES:
+            if len(word) > len(suffix) + 2 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        if len(word) > 3 and word.endswith("e"):  # bake, baked, baking, bakes: "bak"
+            word = word[:-1]
+        words.append(word)
+    return words
+
+
+BANDS = (0.95, 0.90, 0.85, FLOOR)  # cosine bands, by their lower edge
+
+
+@dataclass(frozen=True)
+class Evidence:
+    relation: str  # same-order, reordered, one-swap, one-sided, reworded
+    band: float  # the lower edge of the cosine's band
+
+    @classmethod
+    def of(cls, query: str, candidate: str, cosine: float) -> "Evidence":
+        mine, theirs = content_words(query), content_words(candidate)
+        only_mine, only_theirs = set(mine) - set(theirs), set(theirs) - set(mine)
+        if not only_mine and not only_theirs:
+            relation = "same-order" if mine == theirs else "reordered"
+        elif len(only_mine) == 1 and len(only_theirs) == 1:
+            relation = "one-swap"
+        elif not only_mine or not only_theirs:
+            relation = "one-sided"
+        else:
+            relation = "reworded"
+        band = next((edge for edge in BANDS if cosine >= edge), 0.0)
+        return cls(relation, band)
+
+    @property
+    def cell(self) -> str:
+        return f"{self.relation} {self.band:.2f}"
+
+
+@dataclass(frozen=True)
+class FalseHitTable:
+    """Per cell, (false hits, pairs) among verified development pairs."""
+
+    cells: dict[str, tuple[int, int]]
+    fit_on: str  # what it was measured on, for the record
+
+    def probability(self, evidence: Evidence) -> float:
+        false, pairs = self.cells.get(evidence.cell, (0, 0))
+        return (false + 0.5) / (pairs + 1)
+
+    def encode(self) -> str:
+        cells = {cell: list(counts) for cell, counts in sorted(self.cells.items())}
+        return json.dumps({"fit_on": self.fit_on, "cells": cells}, indent=1) + "\n"
+
+
+@cache
+def false_hit_table() -> FalseHitTable:
+    data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    cells = {str(cell): (int(f), int(n)) for cell, (f, n) in data["cells"].items()}
+    return FalseHitTable(cells, str(data["fit_on"]))
+
+
+def meets_bound(query: str, candidate: str, cosine: float, bound: float) -> bool:
+    """Whether serving the candidate's reply keeps within the bound on false hits."""
+    if cosine < FLOOR:
+        return False
+    return false_hit_table().probability(Evidence.of(query, candidate, cosine)) <= bound
