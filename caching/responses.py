@@ -209,7 +209,7 @@ async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
     except TextTooLong:
-        # Past the 2,048 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
+        # Past the 1,024 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
         # dense (CJK, code). Cut short, it would match any question that starts alike.
         metrics.semantic_skips.labels("too_long").inc()
         return None

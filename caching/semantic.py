@@ -69,12 +69,13 @@ class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
 
 
-# A question is embedded whole (inference/embeddings.py reads up to 2,048 tokens window by
+# A question is embedded whole (inference/embeddings.py reads up to 1,024 tokens window by
 # window and pools them), so two long questions that share their beginning differ by the
-# rest. Past this many characters verification would cost more than a few milliseconds of
-# the event loop: such questions skip the semantic cache (counted), as do denser texts
-# past the embedder's 2,048 tokens (CJK, code).
-MAX_QUESTION_CHARS = 4000  # verify() takes about 1.2 ms per candidate at 4,000 (measured)
+# rest. Past this many characters verification and the bound's evidence would cost more
+# than a few milliseconds of the event loop per candidate (about 1 ms at 3,000, measured):
+# such questions skip the semantic cache (counted), as do denser texts past the embedder's
+# 1,024 tokens (CJK, code).
+MAX_QUESTION_CHARS = 3000
 
 
 def question_of(chat: ChatRequest) -> str | None:

@@ -28,9 +28,11 @@ from inference.batcher import MicroBatcher
 logger = logging.getLogger(__name__)
 Vector = npt.NDArray[np.float32]
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
-# embed() reads a longer text whole, window by window, up to this many tokens (8 windows,
-# about 12 ms of one core): past it, TextTooLong.
-MAX_POOLED_TOKENS = 2048
+# embed() reads a longer text whole, window by window, up to this many tokens: 4 windows,
+# each about 12 to 25 ms of one core (the embedding thread every lookup of the process
+# shares), so a long question can hold the others back by 100 ms at most. Past it,
+# TextTooLong.
+MAX_POOLED_TOKENS = 1024
 
 
 class EmbedderUnavailable(Exception):

@@ -172,7 +172,7 @@ def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platfor
     cubic in them, on the event loop. Other requests on the process must keep being
     answered."""
     client, port = platform["client"], platform["gateway"].port
-    long_list = " ".join(str(n) for n in range(1200))  # ~4.7 KB: past the semantic limit
+    long_list = " ".join(str(n) for n in range(1200))  # ~4.7 KB: past the semantic limit (3,000)
     short_list = " ".join(str(n) for n in range(240))[:999]  # within it: verified
     stop, latencies = threading.Event(), list[float]()
     probe = threading.Thread(target=_healthz_latencies, args=(port, stop, latencies))

@@ -77,7 +77,7 @@ def test_a_question_within_one_window_is_embedded_whole_as_before(embedder):
 
 @pytest.mark.unit
 def test_a_text_past_the_pooled_limit_is_refused_not_cut(embedder):
-    dense = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # over 2,048 tokens
+    dense = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # over 1,024 tokens
     assert embedder.embed_whole(dense) is None
     with pytest.raises(TextTooLong):
         asyncio.run(embedder.embed(dense))

@@ -114,12 +114,12 @@ def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):
 def test_questions_that_only_start_alike_past_the_embedding_window_never_share_a_reply(
     platform,
 ):
-    """Within the semantic cache's 4,000 characters but past the 2,048 tokens the embedder
+    """Within the semantic cache's 3,000 characters but past the 1,024 tokens the embedder
     reads whole (dense CJK text): cut short, two questions that differ only at the end would
     embed identically, so both skip the semantic cache (counted)."""
     client = platform["client"]
     shared = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # 2,340 characters
-    assert len(shared) < 4000
+    assert len(shared) < 3000
     assert ask(client, shared + "问题是什么颜色")[1] == "miss"
     assert ask(client, shared + "问题是哪一年")[1] == "miss"
     skipped = 'sluice_cache_semantic_skips_total{reason="too_long"}'
