@@ -120,8 +120,9 @@ def false_hit_table() -> FalseHitTable:
     return FalseHitTable(cells, str(data["fit_on"]))
 
 
-def meets_bound(query: str, candidate: str, cosine: float, bound: float) -> bool:
-    """Whether serving the candidate's reply keeps within the bound on false hits."""
+def false_hit_probability(query: str, candidate: str, cosine: float) -> float:
+    """How likely serving the candidate's reply for the query is a false hit (1.0 below
+    the floor cosine: never served under a bound)."""
     if cosine < FLOOR:
-        return False
-    return false_hit_table().probability(Evidence.of(query, candidate, cosine)) <= bound
+        return 1.0
+    return false_hit_table().probability(Evidence.of(query, candidate, cosine))

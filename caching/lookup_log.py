@@ -10,7 +10,10 @@ c: the cosine of each candidate VSIM returned (up to 4, best first; [] when the
 context's set had none); v: for each, verify()'s verdict where verification evaluated it
 (1 accepted, 0 rejected), null where it did not (below the threshold, after the accepted
 one, entry gone, or verification off); t and ve: the threshold and verification in force.
-No question text, no ids: nothing of the team's data beyond these numbers.
+Only when some candidate has one, p: for each, the false-hit probability of its evidence
+cell (caching/evidence.py) where verification accepted it, else null; b: the error bound
+in force, when a team set one. No question text, no ids: nothing of the team's data
+beyond these numbers.
 
 The write is fire-and-forget (commands in the cache Redis batch of the lookup's event-loop
 turn), so it adds no round trip to the lookup; a failing Redis loses the sample, never the request.
@@ -40,18 +43,22 @@ class LookupSample:
     verdicts: tuple[bool | None, ...]
     threshold: float
     verify_enabled: bool
+    probabilities: tuple[float | None, ...] = ()  # () or one per candidate
+    bound: float | None = None
 
     def encode(self) -> str:
         verdicts = [None if v is None else int(v) for v in self.verdicts]
-        return json.dumps(
-            {
-                "c": [round(c, 4) for c in self.cosines],
-                "v": verdicts,
-                "t": self.threshold,
-                "ve": int(self.verify_enabled),
-            },
-            separators=(",", ":"),
-        )
+        record: dict[str, object] = {
+            "c": [round(c, 4) for c in self.cosines],
+            "v": verdicts,
+            "t": self.threshold,
+            "ve": int(self.verify_enabled),
+        }
+        if any(p is not None for p in self.probabilities):
+            record["p"] = [None if p is None else round(p, 4) for p in self.probabilities]
+        if self.bound is not None:
+            record["b"] = self.bound
+        return json.dumps(record, separators=(",", ":"))
 
     @classmethod
     def decode(cls, raw: str | bytes) -> "LookupSample":
@@ -60,7 +67,11 @@ class LookupSample:
         verdicts = tuple(None if v is None else bool(v) for v in data["v"])
         if len(verdicts) != len(cosines):
             raise ValueError("a verdict per candidate")
-        return cls(cosines, verdicts, float(data["t"]), bool(data["ve"]))
+        probabilities = tuple(None if p is None else float(p) for p in data.get("p", ()))
+        if probabilities and len(probabilities) != len(cosines):
+            raise ValueError("a probability per candidate")
+        bound = None if data.get("b") is None else float(data["b"])
+        return cls(cosines, verdicts, float(data["t"]), bool(data["ve"]), probabilities, bound)
 
 
 def record(team_id: int, sample: LookupSample) -> None:

@@ -217,13 +217,16 @@ async def lookup(
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
     verdicts: list[bool | None] = [None] * len(scored)
+    probabilities: list[float | None] = [None] * len(scored)
     match = None
     entries, reported = stored[: len(candidates)], stored[len(candidates) :]
     for index, ((element, similarity), raw) in enumerate(zip(candidates, entries, strict=True)):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
         entry = json.loads(raw)
-        if entry["question"] != slot.question:
+        if entry["question"] == slot.question:
+            probabilities[index] = 0.0  # its own question, word for word
+        else:
             if reported[index] is not None:
                 metrics.semantic_rejections.labels("reported").inc()
                 continue
@@ -233,9 +236,12 @@ async def lookup(
                 if not verdict.accepted:
                     metrics.semantic_rejections.labels(verdict.reason).inc()
                     continue
-            if bound is not None and not evidence.meets_bound(
-                slot.question, entry["question"], similarity, bound
-            ):
+                # A few microseconds: logged for the preview of a bound, decisive under one.
+                probabilities[index] = evidence.false_hit_probability(
+                    slot.question, entry["question"], similarity
+                )
+            probability = probabilities[index]  # always set under a bound: verify is on
+            if bound is not None and (probability is None or probability > bound):
                 metrics.semantic_rejections.labels("over_bound").inc()
                 continue
         match = SemanticMatch(
@@ -246,7 +252,12 @@ async def lookup(
         lookup_log.record(
             team_id,
             lookup_log.LookupSample(
-                tuple(cosine for _, cosine in scored), tuple(verdicts), threshold, verify_enabled
+                tuple(cosine for _, cosine in scored),
+                tuple(verdicts),
+                threshold,
+                verify_enabled,
+                tuple(probabilities),
+                bound,
             ),
         )
     return match

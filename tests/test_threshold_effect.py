@@ -238,3 +238,77 @@ def test_the_global_preview_pools_teams_on_the_global_default(staff_client: Clie
         reverse("dashboard:tuning"), {**form_for(None, similarity_threshold=0.9), "preview": "1"}
     )
     assert "last 4 semantic lookups" in response.content.decode()
+
+
+def bound_sample(*candidates: tuple[float, bool | None, float | None]) -> LookupSample:
+    return LookupSample(
+        tuple(c for c, _, _ in candidates),
+        tuple(v for _, v, _ in candidates),
+        0.92,
+        True,
+        tuple(p for _, _, p in candidates),
+    )
+
+
+# Five lookups: a candidate in a 0.7% cell, one in a 3% cell, a rejected one before a 1%
+# one, one never evaluated (below the threshold then in force), and an empty set.
+BOUND_SAMPLES = [
+    bound_sample((0.97, True, 0.007)),
+    bound_sample((0.96, True, 0.03)),
+    bound_sample((0.95, False, None), (0.94, True, 0.01)),
+    bound_sample((0.90, None, None)),
+    LookupSample((), (), 0.92, True),
+]
+
+
+@pytest.mark.unit
+def test_a_bound_is_replayed_on_the_logged_probabilities() -> None:
+    strict = threshold_effect.predict_bound(BOUND_SAMPLES, 0.01)
+    assert strict.hit_rate == pytest.approx(2 / 5)
+    assert strict.false_hit_rate == pytest.approx((0.007 + 0.01) / 2)
+    assert strict.unknown == 1  # the 0.90 candidate: counted as a miss, and said
+    loose = threshold_effect.predict_bound(BOUND_SAMPLES, 0.05)
+    assert loose.hit_rate == pytest.approx(3 / 5)
+    assert loose.false_hit_rate == pytest.approx((0.007 + 0.03 + 0.01) / 3)
+    assert threshold_effect.predict_bound(BOUND_SAMPLES, 0.005).hit_rate == 0.0
+    # A record from before probabilities were logged: every candidate unknown, no hit.
+    old = LookupSample.decode('{"c":[0.95],"v":[1],"t":0.92,"ve":1}')
+    assert threshold_effect.predict_bound([old], 0.05).unknown == 1
+
+
+@pytest.mark.live
+def test_a_lookup_logs_the_false_hit_probability_of_what_it_verified(
+    redis_url: str, minilm: OnnxMiniLM
+) -> None:
+    async def scenario() -> None:
+        budget = eviction.Budget("semantic:8", 10_000_000)
+        question = "How do I reset my password?"
+        slot = SemanticSlot.of(CONTEXT, question, minilm.embed_batch([question])[0])
+        await semantic.store(slot, reply("answer"), budget, 600, 10)
+        rewording = "how can i reset my password"
+        vector = minilm.embed_batch([rewording])[0]
+        await semantic.lookup(SemanticSlot.of(CONTEXT, rewording, vector), 0.92, True, 8, 0.02)
+        await lookup_log.drain()
+
+    asyncio.run(scenario())
+    [record] = logged(redis_url, 8)
+    assert record["v"][0] == 1 and record["b"] == 0.02
+    assert 0 < record["p"][0] <= 0.02  # same-order words at cosine 0.98: a 0.7% cell
+
+
+@pytest.mark.live
+@pytest.mark.django_db
+def test_preview_of_a_proposed_bound_shows_its_hit_rate_and_predicted_error(
+    staff_client: Client,
+) -> None:
+    team = account_actions.create_team("Bounded")
+    push(team.pk, BOUND_SAMPLES)
+    response = staff_client.post(
+        reverse("dashboard:tuning"),
+        {**form_for(team, max_false_hit_rate=0.01), "preview": "1"},
+    )
+    page = response.content.decode()
+    assert 'id="bound-effect"' in page
+    assert "<td>1.0%</td><td>40.0%</td><td>0.85%</td>" in page
+    assert "1 candidate(s) were never evaluated" in page
+    assert not TuningChange.objects.exists()

@@ -10,6 +10,14 @@ Two figures, from two different sources:
   estimated. With no verdict at all, they count as accepted: an upper bound.
 - precision: not measurable on live traffic (nobody labels it), so it is read from the
   benchmark table below, interpolated between measured thresholds.
+
+For an error bound (a team's max_false_hit_rate) the same lookups are replayed with each
+candidate's logged false-hit probability (its evidence cell's rate: caching/evidence.py):
+a lookup hits at the first candidate verification accepted whose probability is within
+the bound. The predicted false-hit rate is the mean of those probabilities: the
+development table's, not the team's traffic's. Candidates whose probability was never
+logged (below the threshold then in force, or after the candidate that answered) count as
+misses, so the hit rate is a lower bound; the page says how many.
 """
 
 import itertools
@@ -18,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from caching import lookup_log
+from caching.evidence import FLOOR
 from caching.lookup_log import LookupSample
 from caching.models import CachePolicy
 from foundation.redis_clients import sync_cache_redis
@@ -154,25 +163,77 @@ def predict(
 
 
 @dataclass(frozen=True)
+class BoundEffect:
+    bound: float
+    hit_rate: float  # share of the sampled lookups
+    false_hit_rate: float  # expected among those hits, from the development table
+    unknown: int  # candidates above the floor whose probability was never logged
+
+    @property
+    def bound_pct(self) -> str:
+        return f"{100 * self.bound:.1f}%"
+
+    @property
+    def hit_rate_pct(self) -> str:
+        return f"{100 * self.hit_rate:.1f}%"
+
+    @property
+    def false_hit_pct(self) -> str:
+        return f"{100 * self.false_hit_rate:.2f}%"
+
+
+def predict_bound(samples: list[LookupSample], bound: float) -> BoundEffect:
+    """Expected semantic hit rate and false-hit rate of these lookups under the bound."""
+    answered: list[float] = []
+    unknown = 0
+    for sample in samples:
+        probabilities = sample.probabilities or (None,) * len(sample.cosines)
+        for cosine, verdict, probability in zip(
+            sample.cosines, sample.verdicts, probabilities, strict=True
+        ):
+            if cosine < FLOOR or verdict is False:
+                continue
+            if probability is None:
+                unknown += 1
+            elif probability <= bound:
+                answered.append(probability)
+                break
+    hit_rate = len(answered) / len(samples) if samples else 0.0
+    false_rate = sum(answered) / len(answered) if answered else 0.0
+    return BoundEffect(bound, hit_rate, false_rate, unknown)
+
+
+@dataclass(frozen=True)
 class Preview:
     lookups: int
     with_candidates: int
     current: Effect
     proposed: Effect
+    current_bound: BoundEffect | None = None
+    proposed_bound: BoundEffect | None = None
 
 
 def preview(
-    samples: list[LookupSample], current: tuple[float, bool], proposed: tuple[float, bool]
+    samples: list[LookupSample],
+    current: tuple[float, bool],
+    proposed: tuple[float, bool],
+    bounds: tuple[float | None, float | None] = (None, None),
 ) -> Preview | None:
-    """None when there are no samples to measure on."""
+    """None when there are no samples to measure on. bounds: the error bound in force and
+    the proposed one (None: none)."""
     if not samples:
         return None
     rates = AcceptanceRates(samples)
+    current_bound, proposed_bound = (
+        None if bound is None else predict_bound(samples, bound) for bound in bounds
+    )
     return Preview(
         len(samples),
         sum(1 for s in samples if s.cosines),
         predict(samples, *current, rates=rates),
         predict(samples, *proposed, rates=rates),
+        current_bound,
+        proposed_bound,
     )
 
 

@@ -176,9 +176,23 @@ def _threshold_effect(team: Team | None, form: CachePolicyForm) -> dict[str, Any
         samples = threshold_effect.recent_samples(team)
     except REDIS_FAILURES as exc:
         return {"error": f"the lookup log could not be read: {exc}"}
-    preview = threshold_effect.preview(samples, current, proposed)
+    bounds = (in_force["max_false_hit_rate"], form.cleaned_data["max_false_hit_rate"])
+    preview = threshold_effect.preview(samples, current, proposed, bounds)
     rows = [("in force", preview.current), ("proposed", preview.proposed)] if preview else []
-    return {"preview": preview, "rows": rows, "window": lookup_log.KEEP}
+    bound_rows = [
+        (label, effect)
+        for label, effect in (
+            ("in force", preview and preview.current_bound),
+            ("proposed", preview and preview.proposed_bound),
+        )
+        if effect
+    ]
+    return {
+        "preview": preview,
+        "rows": rows,
+        "bound_rows": bound_rows,
+        "window": lookup_log.KEEP,
+    }
 
 
 def _apply(request: HttpRequest, form: Any, change: Callable[[dict[str, Any]], object]) -> bool:
