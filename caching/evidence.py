@@ -120,9 +120,20 @@ def false_hit_table() -> FalseHitTable:
     return FalseHitTable(cells, str(data["fit_on"]))
 
 
-def false_hit_probability(query: str, candidate: str, cosine: float) -> float:
+# How many pairs' worth of evidence the table's rate counts for against an entry's own
+# audits: 20 audits that agreed halve the rate for that entry.
+PRIOR_WEIGHT = 20
+
+
+def false_hit_probability(
+    query: str, candidate: str, cosine: float, confirmations: int = 0
+) -> float:
     """How likely serving the candidate's reply for the query is a false hit (1.0 below
-    the floor cosine: never served under a bound)."""
+    the floor cosine: never served under a bound). The cell's rate is the prior, worth
+    PRIOR_WEIGHT pairs; each audit of this entry that agreed with a fresh answer is one
+    more pair without a false hit (an audit that disagreed takes the entry out of service
+    instead: caching/semantic.py)."""
     if cosine < FLOOR:
         return 1.0
-    return false_hit_table().probability(Evidence.of(query, candidate, cosine))
+    prior = false_hit_table().probability(Evidence.of(query, candidate, cosine))
+    return prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + max(confirmations, 0))

@@ -53,6 +53,14 @@ class CachePolicy(models.Model):
         "candidate answers only if its calibrated false-hit probability is at most this, "
         "with verification always on. Empty: the similarity threshold decides, as before.",
     )
+    audit_rate = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of semantic hits answered again by the model in the background, "
+        "billed to the platform, not the team, and compared with the cached reply: a "
+        "disagreement takes the entry out of service for other questions, agreements let "
+        "it answer a little further under an error bound. 0: no audit.",
+    )
     verify_enabled = models.BooleanField(
         default=True,
         help_text="Reject candidates that differ in negation, numbers, dates, "

@@ -25,6 +25,7 @@ POLICY_FIELDS = [
     "max_age_s",
     "similarity_threshold",
     "max_false_hit_rate",
+    "audit_rate",
     "verify_enabled",
     "max_entry_bytes",
     "memory_budget_bytes",
@@ -46,6 +47,7 @@ class CacheSettings:
     # Last, with a default: a record published before the field existed still decodes.
     sampled_ttl_s: int = SAMPLED_TTL_S
     max_false_hit_rate: float | None = None  # None: the similarity threshold decides
+    audit_rate: float = 0.0  # share of semantic hits regenerated and compared
 
     def for_request(self, deterministic: bool) -> "CacheSettings":
         """The policy a request's reply is kept under. A sampled reply (cached at all only
@@ -71,6 +73,7 @@ def default_settings() -> CacheSettings:
         max_age_s=settings.CACHE_EXACT_MAX_TTL_S,
         similarity_threshold=settings.CACHE_SEMANTIC_THRESHOLD,
         max_false_hit_rate=None,
+        audit_rate=0.0,
         verify_enabled=True,
         max_entry_bytes=settings.CACHE_EXACT_MAX_ENTRY_BYTES,
         memory_budget_bytes=settings.CACHE_MEMORY_BUDGET_BYTES,

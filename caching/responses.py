@@ -12,6 +12,7 @@ embedding model never fails a request: it goes to the model and the response say
 import asyncio
 import json
 import logging
+import random
 import time
 from dataclasses import dataclass
 
@@ -64,6 +65,7 @@ class CachePlan:
     store_exact: bool = False
     ttl_s: int | None = None
     policy: CacheSettings | None = None
+    audit: bool = False  # a semantic hit drawn for an audit (gateway/serving/audit.py)
 
 
 def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
@@ -137,7 +139,8 @@ async def plan(
                     metrics.semantic_lookup.observe(time.perf_counter() - started)
                     if match is not None:
                         hit = EntryRef(namespace("semantic", team_id), match.entry_key)
-                        return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own)
+                        audit = random.random() < policy.audit_rate  # never at 0.0
+                        return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
     except (CacheUnavailable, SemanticUnavailable) as exc:
         logger.warning("response caches bypassed, cache Redis failed: %s", exc)
         return CachePlan(Outcome.BYPASS)

@@ -13,7 +13,9 @@ either the policy's cosine threshold or, where the team set an error bound
 (`max_false_hit_rate`), a calibrated false-hit probability at most that bound
 (caching/evidence.py). An entry its team reported as a false hit never answers another
 question again (it still answers its own, word for word): it keeps a marker for as long
-as it can live.
+as it can live. So does an entry whose reply a sampled audit found different from a fresh
+answer (gateway/serving/audit.py); audits that agreed are counted per entry and lower its
+false-hit probability under a bound.
 
 Embedding a question costs about 1.6 ms of CPU, and many lookups find their context empty
 (each new turn of a conversation is a context of its own). So a lookup first asks whether
@@ -30,7 +32,9 @@ Layout under CACHE_REDIS_URL:
                                              the scores are the model's, so the measured
                                              threshold table holds)
     sluice:cache:sem:entry:<entry sha256>    JSON {question, reply}
-    sluice:cache:sem:reported:<entry sha256> "1" once a hit it gave was reported false
+    sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
+                                             false, "audit" once an audit disagreed
+    sluice:cache:sem:confirmed:<entry sha256> audits of its hits that agreed (a count)
     sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
                                              (caching/lookup_log.py), for the
                                              dashboard's threshold preview
@@ -61,6 +65,7 @@ logger = logging.getLogger(__name__)
 SET_PREFIX = "sluice:cache:sem:set:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
 REPORTED_PREFIX = "sluice:cache:sem:reported:"
+CONFIRMED_PREFIX = "sluice:cache:sem:confirmed:"
 REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (max_age_s is at most a year)
 CANDIDATES = 4  # nearest neighbours checked: the closest may fail verification
 
@@ -210,8 +215,10 @@ async def lookup(
         )
         scored = _scored(found)
         candidates = [(e, cosine) for e, cosine in scored if cosine >= floor]
-        keys = [ENTRY_PREFIX + e for e, _ in candidates] + [
-            REPORTED_PREFIX + e for e, _ in candidates
+        keys = [
+            prefix + element
+            for prefix in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX)
+            for element, _ in candidates
         ]
         stored = await batch.execute("MGET", *keys) if candidates else []
     except REDIS_FAILURES as exc:
@@ -219,7 +226,8 @@ async def lookup(
     verdicts: list[bool | None] = [None] * len(scored)
     probabilities: list[float | None] = [None] * len(scored)
     match = None
-    entries, reported = stored[: len(candidates)], stored[len(candidates) :]
+    count = len(candidates)
+    entries, reported, confirmed = stored[:count], stored[count : 2 * count], stored[2 * count :]
     for index, ((element, similarity), raw) in enumerate(zip(candidates, entries, strict=True)):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
@@ -228,7 +236,8 @@ async def lookup(
             probabilities[index] = 0.0  # its own question, word for word
         else:
             if reported[index] is not None:
-                metrics.semantic_rejections.labels("reported").inc()
+                why = "audit" if _text(reported[index]) == "audit" else "reported"
+                metrics.semantic_rejections.labels(why).inc()
                 continue
             if verify_enabled:
                 verdict = verify(slot.question, entry["question"])
@@ -238,7 +247,7 @@ async def lookup(
                     continue
                 # A few microseconds: logged for the preview of a bound, decisive under one.
                 probabilities[index] = evidence.false_hit_probability(
-                    slot.question, entry["question"], similarity
+                    slot.question, entry["question"], similarity, int(confirmed[index] or 0)
                 )
             probability = probabilities[index]  # always set under a bound: verify is on
             if bound is not None and (probability is None or probability > bound):
@@ -263,11 +272,28 @@ async def lookup(
     return match
 
 
-async def mark_reported(client: aioredis.Redis, entry_key: str) -> None:
-    """A hit this entry gave was reported false: from now on it answers only its own
-    question (the marker outlives the entry)."""
+async def mark_reported(client: aioredis.Redis, entry_key: str, source: str = "report") -> None:
+    """A hit this entry gave was reported false (or an audit disagreed: source "audit"):
+    from now on it answers only its own question (the marker outlives the entry)."""
     element = entry_key.removeprefix(ENTRY_PREFIX)
-    await client.set(REPORTED_PREFIX + element, "1", ex=REPORTED_TTL_S)
+    await client.set(REPORTED_PREFIX + element, source, ex=REPORTED_TTL_S)
+
+
+async def record_audit(client: aioredis.Redis, entry_key: str, agreed: bool) -> None:
+    """What an audit of a hit this entry gave found: agreement is counted, a disagreement
+    takes the entry out of service for other questions."""
+    if not agreed:
+        await mark_reported(client, entry_key, "audit")
+        return
+    key = CONFIRMED_PREFIX + entry_key.removeprefix(ENTRY_PREFIX)
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.incr(key)
+        pipe.expire(key, REPORTED_TTL_S)
+        await pipe.execute()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _scored(found: Any) -> list[tuple[str, float]]:

@@ -60,7 +60,7 @@ cache_cost_saved = Counter(
 )
 cache_false_hits = Counter(
     "sluice_cache_false_hits",
-    "Cached replies reported wrong by their caller (each report removes the entry)",
+    "Cached replies reported wrong by their caller (each report takes the entry out of service)",
     registry=registry,
 )
 semantic_skips = Counter(
@@ -72,9 +72,22 @@ semantic_skips = Counter(
 semantic_rejections = Counter(
     "sluice_cache_semantic_rejections",
     "Semantic candidates above the threshold turned down, by reason: verification's, "
-    "'reported' (the entry gave a reported false hit) or 'over_bound' (its false-hit "
-    "probability is over the team's max_false_hit_rate)",
+    "'reported' (the entry gave a reported false hit), 'audit' (an audit of it disagreed) "
+    "or 'over_bound' (its false-hit probability is over the team's max_false_hit_rate)",
     ["reason"],
+    registry=registry,
+)
+semantic_audits = Counter(
+    "sluice_cache_semantic_audits",
+    "Sampled semantic hits answered again by the model and compared with the cached reply, "
+    "by outcome: agreed, disagreed, failed (no answer to compare)",
+    ["outcome"],
+    registry=registry,
+)
+semantic_audit_tokens = Counter(
+    "sluice_cache_semantic_audit_tokens",
+    "Tokens the semantic cache's audits cost the platform (never billed to a team)",
+    ["model"],
     registry=registry,
 )
 gateway_overhead = Histogram(

@@ -2,6 +2,7 @@
 
 import sys
 import urllib.request
+from pathlib import Path
 
 from foundation.embedded_redis import free_port
 from tests.children import Child, wait_until_serving
@@ -19,7 +20,9 @@ class SimProcess:
         port: int | None = None,
         fixed_ttft_ms: float | None = None,
         fixed_itl_ms: float = 0.0,
+        scripted_replies: Path | None = None,
     ):
+        """scripted_replies: a JSON file of {last message's text: the reply to send}."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         fixed = (
@@ -40,6 +43,11 @@ class SimProcess:
                 "--model",
                 model,
                 *fixed,
+                *(
+                    []
+                    if scripted_replies is None
+                    else ["--scripted-replies", str(scripted_replies)]
+                ),
             ],
             cwd=REPO_ROOT,
         )

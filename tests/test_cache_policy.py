@@ -100,6 +100,7 @@ def test_the_admin_page_is_for_staff_and_a_save_applies(team):
         "sampled_ttl_s": 30,
         "max_age_s": 600,
         "similarity_threshold": 0.96,
+        "audit_rate": 0.0,
         "verify_enabled": "on",
         "max_entry_bytes": 1000,
         "memory_budget_bytes": 100_000,

@@ -17,6 +17,7 @@ CACHE_FIELDS = [
     "max_age_s",
     "similarity_threshold",
     "max_false_hit_rate",
+    "audit_rate",
     "verify_enabled",
     "max_entry_bytes",
     "memory_budget_bytes",

@@ -24,8 +24,9 @@ from caching.outcome import Outcome
 from caching.responses import CachePlan
 from foundation import metrics
 from gateway.accounts.quotas import Reservation
-from gateway.serving import settlement
+from gateway.serving import audit, settlement
 from gateway.serving.admission import Target
+from gateway.serving.audit import AuditJob
 from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
@@ -34,6 +35,7 @@ from inference.snapshot import WorkerView
 from scaling.routing.dispatcher import Dispatcher, Lease, Priority
 from scaling.routing.fair_queue import Tenant
 from scaling.routing.prefix import route_context
+from scaling.routing.router import RouteContext
 from scaling.routing.streaming import stream_completion
 
 logger = logging.getLogger(__name__)
@@ -148,6 +150,19 @@ class Completion:
             for worker_url, chunk in shared.items:
                 self._observe(worker_url, chunk)
         await settlement.settle(self)
+        plan = self.cache
+        if plan.audit and self.status == "ok" and plan.hit and plan.reply:
+            route, body = self._upstream()
+            job = AuditJob(
+                self.request_id,
+                self.deployment,
+                plan.hit.key,
+                plan.reply,
+                body,
+                route,
+                self.chat.upstream_path,
+            )
+            audit.schedule(dispatcher, job)
 
     async def __aenter__(self) -> "Completion":
         return self
@@ -273,11 +288,11 @@ class Completion:
                 yield {**chunk, "id": self.request_id, "model": self.deployment.name}
                 waiting_since = time.perf_counter()
 
-    async def _routed(self) -> AsyncGenerator[Item, None]:
-        """Step 6 and 7: the deployment's routing policy picks a worker; stream from it."""
-        name, team_id = self.deployment.name, self.reservation.team_id
+    def _upstream(self) -> tuple[RouteContext, dict[str, Any]]:
+        """Where the routing policy should look, and the body the worker gets."""
+        team_id = self.reservation.team_id
         route = route_context(
-            name,
+            self.deployment.name,
             self.deployment.routing_policy,
             self.chat.messages,
             self.chat.options.get("user"),
@@ -286,6 +301,12 @@ class Completion:
         body = self.chat.upstream_body()
         if self.deployment.speaks_vllm:  # an extension other servers may refuse
             body = {**body, "cache_salt": team_cache_salt(team_id)}
+        return route, body
+
+    async def _routed(self) -> AsyncGenerator[Item, None]:
+        """Step 6 and 7: the deployment's routing policy picks a worker; stream from it."""
+        name, team_id = self.deployment.name, self.reservation.team_id
+        route, body = self._upstream()
         limits = self.reservation.limits
         # Queued fairly among teams, by the weight and cap of the team's quota policy.
         tenant = Tenant(f"team:{team_id}", limits.queue_weight, limits.max_concurrent_requests)

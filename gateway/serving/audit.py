@@ -1,0 +1,121 @@
+"""The semantic cache's audit: a sampled semantic hit is answered again by the model and
+the two replies compared, so the cache learns from outcomes nobody reports.
+
+A team's cache policy sets `audit_rate` (0 by default); each semantic hit is drawn with
+that chance (caching/responses.py). After the hit has been served and settled, the same
+request goes to a worker of the deployment in the background, at batch priority (behind
+every interactive request), at most AUDITS_IN_FLIGHT at a time per process; its tokens
+are the platform's (counted in `sluice_cache_semantic_audit_tokens_total`), never the
+team's quota or bill. The fresh reply agrees with the cached one when the texts are equal
+or their embeddings (the cache's own MiniLM, on the first COMPARED_CHARS of each) are at
+least AGREEMENT similar. Agreement is counted on the entry and lowers its false-hit
+probability under an error bound (caching/evidence.py); a disagreement takes the entry out
+of service for every other question, as a false-hit report does (caching/semantic.py).
+
+What agreement cannot tell: a model that words a correct answer differently for the
+paraphrase (sampled requests are never cached, so the two replies are both greedy) reads
+as a disagreement: the audit errs towards turning entries down, the safe side.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from caching import semantic
+from caching.exact import CachedReply
+from foundation import metrics
+from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
+from inference.client import UpstreamError
+from inference.deployments import DeploymentInfo
+from inference.embeddings import EmbedderUnavailable, TextTooLong, loaded_embedder
+from inference.reply import ReplyAssembler
+from scaling.routing.dispatcher import Dispatcher, NoHealthyWorker, Priority, QueueTimeout
+from scaling.routing.fair_queue import Tenant
+from scaling.routing.router import RouteContext
+from scaling.routing.streaming import stream_completion
+
+logger = logging.getLogger(__name__)
+AGREEMENT = 0.90
+COMPARED_CHARS = 1000
+AUDITS_IN_FLIGHT = 2
+AUDITOR = Tenant("platform:audit", 1, AUDITS_IN_FLIGHT)
+_running: set["asyncio.Task[str]"] = set()
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """A served semantic hit, and how to ask its question again."""
+
+    request_id: str
+    deployment: DeploymentInfo
+    entry_key: str  # the semantic entry that answered
+    cached: CachedReply
+    body: dict[str, Any]  # the upstream body the request would have been sent with
+    route: RouteContext
+    path: str
+
+
+def schedule(dispatcher: Dispatcher, job: AuditJob) -> None:
+    """Start the audit in the background; the request it audits is already answered."""
+    task = asyncio.get_running_loop().create_task(run(dispatcher, job))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
+async def run(dispatcher: Dispatcher, job: AuditJob) -> str:
+    """The audit's outcome: agreed, disagreed or failed."""
+    fresh = await _regenerate(dispatcher, job)
+    if fresh is None:
+        outcome = "failed"
+    else:
+        outcome = "agreed" if await replies_agree(job.cached.content, fresh) else "disagreed"
+        try:
+            await semantic.record_audit(async_cache_redis(), job.entry_key, outcome == "agreed")
+        except REDIS_FAILURES as exc:
+            logger.warning("audit of %s: outcome %s not kept: %s", job.request_id, outcome, exc)
+            outcome = "failed"
+    metrics.semantic_audits.labels(outcome).inc()
+    logger.info("semantic cache audit of %s (%s): %s", job.request_id, job.entry_key, outcome)
+    return outcome
+
+
+async def _regenerate(dispatcher: Dispatcher, job: AuditJob) -> str | None:
+    reply = ReplyAssembler()
+    usage: dict[str, Any] = {}
+    try:
+        async for _, chunk in stream_completion(
+            dispatcher,
+            job.deployment.name,
+            job.body,
+            Priority.BATCH,
+            route=job.route,
+            tenant=AUDITOR,
+            path=job.path,
+            headers=job.deployment.worker_headers,
+        ):
+            reply.add(chunk)
+            usage = chunk.get("usage") or usage
+    except (UpstreamError, NoHealthyWorker, QueueTimeout) as exc:
+        logger.info("audit of %s: no fresh answer: %s", job.request_id, exc)
+        return None
+    tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    metrics.semantic_audit_tokens.labels(job.deployment.name).inc(tokens)
+    return reply.text
+
+
+async def replies_agree(cached: str, fresh: str) -> bool:
+    """Equal texts, or embeddings of their beginnings at least AGREEMENT similar."""
+    if cached.strip() == fresh.strip():
+        return True
+    if not cached.strip() or not fresh.strip():
+        return False
+    try:
+        embedder = await loaded_embedder()
+        left = await embedder.embed(cached[:COMPARED_CHARS])
+        right = await embedder.embed(fresh[:COMPARED_CHARS])
+    except (EmbedderUnavailable, TextTooLong):
+        return False  # nothing to compare with: not counted as agreement
+    return float(np.dot(left, right)) >= AGREEMENT

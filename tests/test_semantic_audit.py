@@ -1,0 +1,120 @@
+"""Issue 19: the semantic cache audits a sampled share of its hits (gateway/serving/audit.py):
+the question is answered again by the model, billed to the platform, and the two replies
+compared; the entry learns from the outcome."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from caching import semantic
+from caching.actions import update_cache_policy
+from caching.evidence import PRIOR_WEIGHT, false_hit_probability
+from gateway.serving.audit import replies_agree
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
+from tests.conftest import live_platform
+from tests.sims import SimProcess
+from tests.test_exact_cache import metric_lines
+from tests.test_semantic_cache import NO_STORE, ask
+from tests.waiting import wait_until
+
+ORIGINAL = "What is the capital of France?"
+PARAPHRASE = "What's the capital of France?"
+AUDITS = "sluice_cache_semantic_audits_total"
+
+
+def audits(platform: dict[str, Any], outcome: str) -> float:
+    return metric_lines(platform).get(f'{AUDITS}{{outcome="{outcome}"}}', 0)
+
+
+def hit_until_audited(platform: dict[str, Any], outcome: str) -> int:
+    """Ask the paraphrase until an audit has that outcome (the policy reaches the gateway
+    within 2 s, the audit runs after the hit is served); how many times it asked."""
+    asked = 0
+
+    def done() -> bool:
+        nonlocal asked
+        ask(platform["client"], PARAPHRASE, extra_headers=NO_STORE)
+        asked += 1
+        return audits(platform, outcome) >= 1
+
+    wait_until(done, 10, f"an audit that {outcome}", poll_s=0.2)
+    return asked
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_an_audit_that_disagrees_takes_the_entry_out_of_service_at_the_platforms_cost(
+    platform,
+):
+    """The simulator answers each prompt with its own words, so a paraphrase's fresh reply
+    differs from the cached one: the entry stops answering other questions."""
+    client, team = platform["client"], platform["team"].pk
+    ingest("test-consumer")
+    before = UsageRecord.objects.filter(team_id=team).count()
+    update_cache_policy(team, audit_rate=1.0)
+    assert ask(client, ORIGINAL)[1] == "miss"
+    asked = 1 + hit_until_audited(platform, "disagreed")
+
+    assert ask(client, "what is the capital of france?", extra_headers=NO_STORE)[1] == "miss"
+    asked += 1
+    lines = metric_lines(platform)
+    assert lines['sluice_cache_semantic_rejections_total{reason="audit"}'] >= 1
+    assert lines['sluice_cache_semantic_audit_tokens_total{model="small-model"}'] > 0
+    # The team has a usage record per request it made, none for the audits' generations.
+    ingest("test-consumer")
+    assert UsageRecord.objects.filter(team_id=team).count() == before + asked
+    assert audits(platform, "agreed") == 0
+
+
+@pytest.fixture
+def agreeing_platform(redis_url: str, tmp_path: Path) -> Any:
+    """The simulator answers both wordings with the same text."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({ORIGINAL: "Paris.", PARAPHRASE: "Paris."}))
+    sim = SimProcess(model="sim-upstream", scripted_replies=replies)
+    try:
+        yield from live_platform(redis_url, sim)
+    finally:
+        sim.stop()
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_an_audit_that_agrees_is_counted_on_the_entry_which_keeps_answering(agreeing_platform):
+    platform = agreeing_platform
+    client = platform["client"]
+    update_cache_policy(platform["team"].pk, audit_rate=1.0)
+    assert ask(client, ORIGINAL)[1] == "miss"
+    hit_until_audited(platform, "agreed")
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    [confirmed] = cache.keys(semantic.CONFIRMED_PREFIX + "*")
+    assert int(cache.get(confirmed) or 0) >= 1
+    assert not cache.keys(semantic.REPORTED_PREFIX + "*")
+    assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+
+
+@pytest.mark.unit
+def test_agreements_lower_an_entrys_false_hit_probability():
+    question, candidate = "How do I reset my password?", "how can i reset my password"
+    alone = false_hit_probability(question, candidate, 0.98)
+    assert false_hit_probability(question, candidate, 0.98, PRIOR_WEIGHT) == alone / 2
+    assert false_hit_probability(question, candidate, 0.5, 100) == 1.0  # below the floor
+
+
+@pytest.mark.unit
+def test_replies_agree_when_equal_or_alike_and_not_when_they_differ():
+    import asyncio
+
+    async def verdicts() -> list[bool]:
+        return [
+            await replies_agree("Paris.", " Paris. "),
+            await replies_agree("The capital of France is Paris.", "Paris is France's capital."),
+            await replies_agree("The capital of France is Paris.", "Take two tablets a day."),
+            await replies_agree("Paris.", ""),
+        ]
+
+    assert asyncio.run(verdicts()) == [True, True, False, False]
