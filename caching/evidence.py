@@ -39,13 +39,14 @@ MODEL_FILE = Path(__file__).with_name("false_hit_table.json")
 FLOOR = 0.70
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# Words that rarely decide the answer. "how", "why", "when", "where" and "who" are not
-# among them: "When did it end?" and "Why did it end?" differ only there.
+# Words that rarely decide the answer. Not among them: "how", "why", "when", "where" and
+# "who" ("When did it end?" / "Why did it end?"), personal pronouns ("How do I get a refund
+# from you?" / "How do you get a refund from me?") and modal verbs ("Can I take it?" /
+# "Should I take it?").
 _STOP_WORDS = """
 a an the of to in on at for from by with about as is are was were be been being do does did
-have has had i me my we our you your he she it its they them their this that these those what
-which whom whose there here and or but if so than then can could would should will shall may
-might must please tell know just also some any s t d ll re ve m
+have has had it its this that these those what which whom whose there here and or but if so
+than then please tell know just also some any s t d ll re ve m
 """
 _STOP = frozenset(_STOP_WORDS.split())
 _SUFFIXES = ("ing", "ed", "ly", "s")
@@ -131,9 +132,11 @@ def false_hit_probability(
     """How likely serving the candidate's reply for the query is a false hit (1.0 below
     the floor cosine: never served under a bound). The cell's rate is the prior, worth
     PRIOR_WEIGHT pairs; each audit of this entry that agreed with a fresh answer is one
-    more pair without a false hit (an audit that disagreed takes the entry out of service
-    instead: caching/semantic.py)."""
+    more pair without a false hit, up to PRIOR_WEIGHT of them (an audit that disagreed
+    takes the entry out of service instead: caching/semantic.py)."""
     if cosine < FLOOR:
         return 1.0
     prior = false_hit_table().probability(Evidence.of(query, candidate, cosine))
-    return prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + max(confirmations, 0))
+    # At most halved: agreements on some questions say little about every other one.
+    counted = min(max(confirmations, 0), PRIOR_WEIGHT)
+    return prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + counted)

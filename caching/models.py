@@ -37,8 +37,10 @@ class CachePolicy(models.Model):
     )
     max_age_s = models.PositiveIntegerField(
         default=7 * 24 * 3600,
-        validators=[MinValueValidator(1)],
-        help_text="Hard maximum age of any entry, whatever TTL a request asks for.",
+        # At most a year: the semantic cache's reported-entry markers live 366 days.
+        validators=[MinValueValidator(1), MaxValueValidator(365 * 24 * 3600)],
+        help_text="Hard maximum age of any entry, whatever TTL a request asks for "
+        "(at most a year).",
     )
     similarity_threshold = models.FloatField(
         default=0.92,
@@ -48,7 +50,7 @@ class CachePolicy(models.Model):
     max_false_hit_rate = models.FloatField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(0.001), MaxValueValidator(0.2)],
+        validators=[MinValueValidator(0.005), MaxValueValidator(0.2)],
         help_text="The largest share of semantic hits allowed to be wrong (0.01 = 1%): a "
         "candidate answers only if its calibrated false-hit probability is at most this, "
         "with verification always on. Empty: the similarity threshold decides, as before.",

@@ -139,7 +139,10 @@ async def plan(
                     metrics.semantic_lookup.observe(time.perf_counter() - started)
                     if match is not None:
                         hit = EntryRef(namespace("semantic", team_id), match.entry_key)
-                        audit = random.random() < policy.audit_rate  # never at 0.0
+                        # never at 0.0; a sampled reply would differ from any fresh draw
+                        audit = exact.is_deterministic(chat) and (
+                            random.random() < policy.audit_rate
+                        )
                         return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
     except (CacheUnavailable, SemanticUnavailable) as exc:
         logger.warning("response caches bypassed, cache Redis failed: %s", exc)
@@ -212,7 +215,7 @@ async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
     except EmbedderUnavailable:
         return None  # logged once when loading failed; the exact cache still works
     except TextTooLong:
-        # Past the 1,024 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
+        # Past the 1,016 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
         # dense (CJK, code). Cut short, it would match any question that starts alike.
         metrics.semantic_skips.labels("too_long").inc()
         return None
@@ -282,7 +285,12 @@ async def settle(
     hit = None
     if plan.hit is not None:
         hit = batch.submit(*eviction.hit_command(plan.hit.namespace, plan.hit.key))
-        semantic_hit = plan.hit.key if plan.result == Outcome.HIT_SEMANTIC else None
+        # A semantic hit from the request's own question (its exact entry gone, or only
+        # spaces differ) is wrong for that very question: a report removes it, as a miss's.
+        own_question = plan.hit in plan.own
+        semantic_hit = (
+            plan.hit.key if plan.result == Outcome.HIT_SEMANTIC and not own_question else None
+        )
         record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
         sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
     replies = await asyncio.gather(*sent, *([hit] if hit else []), return_exceptions=True)

@@ -66,7 +66,7 @@ SET_PREFIX = "sluice:cache:sem:set:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
 REPORTED_PREFIX = "sluice:cache:sem:reported:"
 CONFIRMED_PREFIX = "sluice:cache:sem:confirmed:"
-REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (max_age_s is at most a year)
+REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (a policy's max_age_s: a year at most)
 CANDIDATES = 4  # nearest neighbours checked: the closest may fail verification
 
 
@@ -74,13 +74,14 @@ class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
 
 
-# A question is embedded whole (inference/embeddings.py reads up to 1,024 tokens window by
+# A question is embedded whole (inference/embeddings.py reads up to 1,016 tokens window by
 # window and pools them), so two long questions that share their beginning differ by the
-# rest. Past this many characters verification and the bound's evidence would cost more
-# than a few milliseconds of the event loop per candidate (about 1 ms at 3,000, measured):
-# such questions skip the semantic cache (counted), as do denser texts past the embedder's
-# 1,024 tokens (CJK, code).
+# rest. Verification is pure Python on the event loop, up to 3.5 ms for 3,000 characters
+# of numbers (measured): a question over LONG_QUESTION_CHARS has only its nearest candidate
+# checked, and one over MAX_QUESTION_CHARS skips the semantic cache (counted), as do denser
+# texts past the embedder's 1,016 tokens (CJK, code).
 MAX_QUESTION_CHARS = 3000
+LONG_QUESTION_CHARS = 1000
 
 
 def question_of(chat: ChatRequest) -> str | None:
@@ -215,6 +216,8 @@ async def lookup(
         )
         scored = _scored(found)
         candidates = [(e, cosine) for e, cosine in scored if cosine >= floor]
+        if len(slot.question) > LONG_QUESTION_CHARS:
+            candidates = candidates[:1]
         keys = [
             prefix + element
             for prefix in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX)
@@ -245,10 +248,12 @@ async def lookup(
                 if not verdict.accepted:
                     metrics.semantic_rejections.labels(verdict.reason).inc()
                     continue
-                # A few microseconds: logged for the preview of a bound, decisive under one.
-                probabilities[index] = evidence.false_hit_probability(
-                    slot.question, entry["question"], similarity, int(confirmed[index] or 0)
-                )
+                if bound is not None or len(slot.question) <= LONG_QUESTION_CHARS:
+                    # Decisive under a bound; logged for the preview of one otherwise
+                    # (about 10 us for a short question, up to 0.5 ms for a long one).
+                    probabilities[index] = _probability(
+                        slot.question, entry["question"], similarity, confirmed[index]
+                    )
             probability = probabilities[index]  # always set under a bound: verify is on
             if bound is not None and (probability is None or probability > bound):
                 metrics.semantic_rejections.labels("over_bound").inc()
@@ -290,6 +295,22 @@ async def record_audit(client: aioredis.Redis, entry_key: str, agreed: bool) -> 
         pipe.incr(key)
         pipe.expire(key, REPORTED_TTL_S)
         await pipe.execute()
+
+
+def _probability(question: str, candidate: str, similarity: float, confirmed: Any) -> float:
+    """The candidate's false-hit probability; 1.0 (never served under a bound) when the
+    false-hit table cannot be read, logged: lookups under a threshold go on unharmed."""
+    global _table_unreadable
+    try:
+        return evidence.false_hit_probability(question, candidate, similarity, int(confirmed or 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        if not _table_unreadable:  # once per process, not once per lookup
+            logger.exception("semantic cache: the false-hit table is unreadable")
+        _table_unreadable = True
+        return 1.0
+
+
+_table_unreadable = False
 
 
 def _text(value: Any) -> str:

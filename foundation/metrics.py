@@ -80,7 +80,8 @@ semantic_rejections = Counter(
 semantic_audits = Counter(
     "sluice_cache_semantic_audits",
     "Sampled semantic hits answered again by the model and compared with the cached reply, "
-    "by outcome: agreed, disagreed, failed (no answer to compare)",
+    "by outcome: agreed, disagreed, failed (no answer to compare), skipped (two already "
+    "running in the process)",
     ["outcome"],
     registry=registry,
 )

@@ -28,11 +28,12 @@ from inference.batcher import MicroBatcher
 logger = logging.getLogger(__name__)
 Vector = npt.NDArray[np.float32]
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer text is truncated
-# embed() reads a longer text whole, window by window, up to this many tokens: 4 windows,
-# each about 12 to 25 ms of one core (the embedding thread every lookup of the process
-# shares), so a long question can hold the others back by 100 ms at most. Past it,
-# TextTooLong.
-MAX_POOLED_TOKENS = 1024
+# embed() reads a longer text whole, window by window (254 tokens each, with [CLS] and
+# [SEP]), up to this many tokens: 4 windows, each about 12 to 25 ms of one core on the
+# embedding thread every lookup of the process shares (a long question holds the lookups
+# queued behind it that long; several arriving together queue one after another). Past
+# it, TextTooLong.
+MAX_POOLED_TOKENS = 4 * (MAX_TOKENS - 2)
 
 
 class EmbedderUnavailable(Exception):

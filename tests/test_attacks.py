@@ -174,12 +174,21 @@ def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platfor
     client, port = platform["client"], platform["gateway"].port
     long_list = " ".join(str(n) for n in range(1200))  # ~4.7 KB: past the semantic limit (3,000)
     short_list = " ".join(str(n) for n in range(240))[:999]  # within it: verified
+    # 2,689 characters, 983 tokens: embedded whole, its one nearest candidate verified
+    near_limit = " ".join(str(n) for n in range(700))
     stop, latencies = threading.Event(), list[float]()
     probe = threading.Thread(target=_healthz_latencies, args=(port, stop, latencies))
     probe.start()
     try:
         # " 1" repeats a number already listed: the same anchors, another text to verify
-        for question in (long_list, long_list + " 1", short_list, short_list + " 1"):
+        for question in (
+            long_list,
+            long_list + " 1",
+            short_list,
+            short_list + " 1",
+            near_limit,
+            near_limit + " 1",
+        ):
             raw = client.chat.completions.with_raw_response.create(
                 model="small-model",
                 messages=[{"role": "user", "content": question}],
@@ -195,7 +204,7 @@ def test_questions_built_to_stall_verification_do_not_freeze_the_gateway(platfor
     connection.request("GET", "/metrics")
     metrics_text = connection.getresponse().read().decode()
     assert 'sluice_cache_semantic_skips_total{reason="too_long"} 2.0' in metrics_text
-    assert 'sluice_cache_semantic_rejections_total{reason="too_many_anchors"} 1.0' in metrics_text
+    assert 'sluice_cache_semantic_rejections_total{reason="too_many_anchors"} 2.0' in metrics_text
 
 
 def test_one_team_cannot_hit_another_teams_prefix_cache(platform):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from django.conf import settings
 
-from inference.embeddings import OnnxMiniLM, TextTooLong, Vector
+from inference.embeddings import MAX_POOLED_TOKENS, OnnxMiniLM, TextTooLong, Vector
 
 QUESTION = "Cancel my subscription"
 OTHERS = [
@@ -77,7 +77,15 @@ def test_a_question_within_one_window_is_embedded_whole_as_before(embedder):
 
 @pytest.mark.unit
 def test_a_text_past_the_pooled_limit_is_refused_not_cut(embedder):
-    dense = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # over 1,024 tokens
+    dense = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90  # over 1,016 tokens
     assert embedder.embed_whole(dense) is None
     with pytest.raises(TextTooLong):
         asyncio.run(embedder.embed(dense))
+
+
+@pytest.mark.unit
+def test_the_pooled_limit_is_four_whole_windows(embedder):
+    assert MAX_POOLED_TOKENS == 4 * 254
+    fits = "hello " * MAX_POOLED_TOKENS  # one token each
+    assert embedder.embed_whole(fits) is not None
+    assert embedder.embed_whole(fits + "hello") is None

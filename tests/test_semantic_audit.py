@@ -99,9 +99,11 @@ def test_an_audit_that_agrees_is_counted_on_the_entry_which_keeps_answering(agre
 
 @pytest.mark.unit
 def test_agreements_lower_an_entrys_false_hit_probability():
-    question, candidate = "How do I reset my password?", "how can i reset my password"
+    question, candidate = "How do I reset my password?", "how do i reset my password"
     alone = false_hit_probability(question, candidate, 0.98)
     assert false_hit_probability(question, candidate, 0.98, PRIOR_WEIGHT) == alone / 2
+    # at most halved: agreements on some questions say little about every other one
+    assert false_hit_probability(question, candidate, 0.98, 10 * PRIOR_WEIGHT) == alone / 2
     assert false_hit_probability(question, candidate, 0.5, 100) == 1.0  # below the floor
 
 
@@ -115,6 +117,10 @@ def test_replies_agree_when_equal_or_alike_and_not_when_they_differ():
             await replies_agree("The capital of France is Paris.", "Paris is France's capital."),
             await replies_agree("The capital of France is Paris.", "Take two tablets a day."),
             await replies_agree("Paris.", ""),
+            await replies_agree(
+                "No, you should not take ibuprofen while pregnant.",
+                "Yes, you can take ibuprofen while pregnant.",
+            ),  # embeddings at 0.94; verification sees the negation
         ]
 
-    assert asyncio.run(verdicts()) == [True, True, False, False]
+    assert asyncio.run(verdicts()) == [True, True, False, False, False]

@@ -265,7 +265,7 @@ def test_a_no_store_lookup_in_a_populated_context_still_embeds_once(redis_url, e
 def test_a_question_too_dense_to_embed_whole_is_counted_when_kept_and_not_stored(
     redis_url, embedded
 ):
-    """Within the semantic cache's 3,000 characters but past the 1,024 tokens the embedder
+    """Within the semantic cache's 3,000 characters but past the 1,016 tokens the embedder
     reads whole (CJK): in an empty context the lookup never embeds it, so keeping its reply
     finds it too long (counted once) and keeps the exact entry only."""
     question = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90 + "问题是什么颜色"

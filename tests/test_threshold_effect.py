@@ -285,7 +285,7 @@ def test_a_lookup_logs_the_false_hit_probability_of_what_it_verified(
         question = "How do I reset my password?"
         slot = SemanticSlot.of(CONTEXT, question, minilm.embed_batch([question])[0])
         await semantic.store(slot, reply("answer"), budget, 600, 10)
-        rewording = "how can i reset my password"
+        rewording = "How do I reset my password please?"
         vector = minilm.embed_batch([rewording])[0]
         await semantic.lookup(SemanticSlot.of(CONTEXT, rewording, vector), 0.92, True, 8, 0.02)
         await lookup_log.drain()
@@ -293,7 +293,7 @@ def test_a_lookup_logs_the_false_hit_probability_of_what_it_verified(
     asyncio.run(scenario())
     [record] = logged(redis_url, 8)
     assert record["v"][0] == 1 and record["b"] == 0.02
-    assert 0 < record["p"][0] <= 0.02  # same-order words at cosine 0.98: a 0.7% cell
+    assert 0 < record["p"][0] <= 0.02  # same-order words at cosine 0.96: a 0.7% cell
 
 
 @pytest.mark.live

@@ -4,17 +4,24 @@ the two replies compared, so the cache learns from outcomes nobody reports.
 A team's cache policy sets `audit_rate` (0 by default); each semantic hit is drawn with
 that chance (caching/responses.py). After the hit has been served and settled, the same
 request goes to a worker of the deployment in the background, at batch priority (behind
-every interactive request), at most AUDITS_IN_FLIGHT at a time per process; its tokens
-are the platform's (counted in `sluice_cache_semantic_audit_tokens_total`), never the
-team's quota or bill. The fresh reply agrees with the cached one when the texts are equal
-or their embeddings (the cache's own MiniLM, on the first COMPARED_CHARS of each) are at
-least AGREEMENT similar. Agreement is counted on the entry and lowers its false-hit
-probability under an error bound (caching/evidence.py); a disagreement takes the entry out
-of service for every other question, as a false-hit report does (caching/semantic.py).
+every interactive request), and only while a worker is routable (an audit never waits
+for, or wakes, a deployment scaled to zero). At most AUDITS_IN_FLIGHT audits exist at a
+time per process: a hit drawn while that many run is not audited (counted as skipped), so
+audits never pile up in the dispatcher's queue, which the autoscaler reads as demand. Only
+deterministic requests are audited (a sampled reply, cached under `cache_sampled`, would
+differ from any fresh draw). Its tokens are the platform's (counted in
+`sluice_cache_semantic_audit_tokens_total`), never the team's quota or bill.
+
+The fresh reply agrees with the cached one when the texts are equal, or when verification
+finds no contradiction between the replies (the same negation, numbers and dates, no
+opposite: "No, you should not" and "Yes, you can" embed at 0.94) and their embeddings
+(the cache's own MiniLM, on the first COMPARED_CHARS of each) are at least AGREEMENT
+similar. Agreement is counted on the entry and lowers its false-hit probability under an
+error bound, by at most half (caching/evidence.py); a disagreement takes the entry out of
+service for every other question, as a false-hit report does (caching/semantic.py).
 
 What agreement cannot tell: a model that words a correct answer differently for the
-paraphrase (sampled requests are never cached, so the two replies are both greedy) reads
-as a disagreement: the audit errs towards turning entries down, the safe side.
+paraphrase reads as a disagreement: the audit errs towards turning entries down.
 """
 
 import asyncio
@@ -26,6 +33,7 @@ import numpy as np
 
 from caching import semantic
 from caching.exact import CachedReply
+from caching.verify.verdict import verify
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
 from inference.client import UpstreamError
@@ -41,6 +49,10 @@ logger = logging.getLogger(__name__)
 AGREEMENT = 0.90
 COMPARED_CHARS = 1000
 AUDITS_IN_FLIGHT = 2
+# Verification's reasons that make two replies say different things. Not names or word
+# order: two right answers name things in their own order ("The capital of France is
+# Paris." / "Paris is France's capital.").
+CONTRADICTIONS = frozenset({"negation", "numbers", "dates", "antonyms"})
 AUDITOR = Tenant("platform:audit", 1, AUDITS_IN_FLIGHT)
 _running: set["asyncio.Task[str]"] = set()
 
@@ -59,30 +71,46 @@ class AuditJob:
 
 
 def schedule(dispatcher: Dispatcher, job: AuditJob) -> None:
-    """Start the audit in the background; the request it audits is already answered."""
+    """Start the audit in the background (the request it audits is already answered), or
+    skip it while AUDITS_IN_FLIGHT audits run in this process."""
+    if len(_running) >= AUDITS_IN_FLIGHT:
+        metrics.semantic_audits.labels("skipped").inc()
+        return
     task = asyncio.get_running_loop().create_task(run(dispatcher, job))
     _running.add(task)
     task.add_done_callback(_running.discard)
 
 
 async def run(dispatcher: Dispatcher, job: AuditJob) -> str:
-    """The audit's outcome: agreed, disagreed or failed."""
-    fresh = await _regenerate(dispatcher, job)
-    if fresh is None:
+    """The audit's outcome: agreed, disagreed or failed (no fresh answer, or it could not
+    be kept). Never raises: a background task's failure is logged and counted here."""
+    try:
+        outcome = await _audit(dispatcher, job)
+    except Exception:
+        logger.exception("audit of %s failed", job.request_id)
         outcome = "failed"
-    else:
-        outcome = "agreed" if await replies_agree(job.cached.content, fresh) else "disagreed"
-        try:
-            await semantic.record_audit(async_cache_redis(), job.entry_key, outcome == "agreed")
-        except REDIS_FAILURES as exc:
-            logger.warning("audit of %s: outcome %s not kept: %s", job.request_id, outcome, exc)
-            outcome = "failed"
     metrics.semantic_audits.labels(outcome).inc()
     logger.info("semantic cache audit of %s (%s): %s", job.request_id, job.entry_key, outcome)
     return outcome
 
 
+async def _audit(dispatcher: Dispatcher, job: AuditJob) -> str:
+    fresh = await _regenerate(dispatcher, job)
+    if fresh is None:
+        return "failed"
+    agreed = await replies_agree(job.cached.content, fresh)
+    try:
+        await semantic.record_audit(async_cache_redis(), job.entry_key, agreed)
+    except REDIS_FAILURES as exc:
+        logger.warning("audit of %s: outcome not kept: %s", job.request_id, exc)
+        return "failed"
+    return "agreed" if agreed else "disagreed"
+
+
 async def _regenerate(dispatcher: Dispatcher, job: AuditJob) -> str | None:
+    if not await dispatcher.fleet.routable(job.deployment.name):
+        logger.info("audit of %s: no worker routable now; not waiting", job.request_id)
+        return None
     reply = ReplyAssembler()
     usage: dict[str, Any] = {}
     try:
@@ -107,10 +135,13 @@ async def _regenerate(dispatcher: Dispatcher, job: AuditJob) -> str | None:
 
 
 async def replies_agree(cached: str, fresh: str) -> bool:
-    """Equal texts, or embeddings of their beginnings at least AGREEMENT similar."""
+    """Equal texts; or replies verification accepts as saying the same (their beginnings)
+    whose embeddings are at least AGREEMENT similar."""
     if cached.strip() == fresh.strip():
         return True
     if not cached.strip() or not fresh.strip():
+        return False
+    if verify(fresh[:COMPARED_CHARS], cached[:COMPARED_CHARS]).reason in CONTRADICTIONS:
         return False
     try:
         embedder = await loaded_embedder()
