@@ -83,6 +83,50 @@ def chat_bodies(model: str) -> list[dict[str, Any]]:
     ]
 
 
+PROMPT = "The capital of France is"
+
+
+def completion_bodies(model: str) -> list[dict[str, Any]]:
+    """Text completions: the reply and the stream, the prompt echoed (the stream's opening
+    chunk), several choices, a replay from the cache, and every field served."""
+    plain = {"model": model, "prompt": PROMPT, "max_tokens": 16}
+    usage = {"include_usage": True}
+    return [
+        plain,
+        {**plain, "stream": True},
+        {**plain, "stream": True, "stream_options": usage},
+        {**plain, "temperature": 0, "seed": 7},  # deterministic: cached, then replayed
+        {**plain, "temperature": 0, "seed": 7},
+        {**plain, "temperature": 0, "seed": 7, "stream": True},  # replayed as a stream
+        {**plain, "echo": True},
+        {**plain, "echo": True, "stream": True},
+        {**plain, "n": 2},
+        {**plain, "n": 2, "best_of": 2, "stream": True, "stream_options": usage},
+        {**plain, "n": 3, "echo": True, "stream": True},
+        {**plain, "prompt": [PROMPT], "max_tokens": 1},  # cut at max_tokens: length
+        {
+            **plain,
+            "stop": ["\n", "."],
+            "top_p": 0.9,
+            "presence_penalty": 0.5,
+            "frequency_penalty": 0.5,
+            "logit_bias": {"50256": -100},
+            "user": "user-1",
+            "suffix": " and that is all.",
+        },
+        {
+            **plain,
+            "max_tokens": None,
+            "n": None,
+            "stream": None,
+            "echo": None,
+            "best_of": None,
+            "logprobs": None,
+            "suffix": None,
+        },
+    ]
+
+
 def embedding_bodies(model: str) -> list[dict[str, Any]]:
     return [
         {"model": model, "input": "The quick brown fox"},

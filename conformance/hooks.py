@@ -30,7 +30,7 @@ import schemathesis
 from schemathesis import Case as AnyCase
 from schemathesis import CheckContext, HookContext, Response
 
-from conformance.examples import chat_bodies, embedding_bodies
+from conformance.examples import chat_bodies, completion_bodies, embedding_bodies
 from conformance.leniency import (
     base64_reply_conforms,
     empty_stop,
@@ -39,10 +39,11 @@ from conformance.leniency import (
 )
 from conformance.refusals import by_design, openai_refuses_too, within_surface
 
-CHAT, EMBEDDINGS, MODEL = "/chat/completions", "/embeddings", "/models/{model}"
+CHAT, COMPLETIONS, EMBEDDINGS = "/chat/completions", "/completions", "/embeddings"
+MODEL = "/models/{model}"
 CHAT_MODEL = os.environ.get("SLUICE_CONFORMANCE_CHAT_MODEL", "small-model")
 EMBEDDING_MODEL = os.environ.get("SLUICE_CONFORMANCE_EMBEDDING_MODEL", "all-minilm-l6-v2")
-SERVED = {CHAT: CHAT_MODEL, EMBEDDINGS: EMBEDDING_MODEL}
+SERVED = {CHAT: CHAT_MODEL, COMPLETIONS: CHAT_MODEL, EMBEDDINGS: EMBEDDING_MODEL}
 KEEP_ONE_IN = 8
 Case = AnyCase[Any]
 
@@ -72,8 +73,8 @@ def map_case(context: HookContext, case: Case) -> Case:
 @schemathesis.hook
 def before_add_examples(context: HookContext, examples: list[Case]) -> None:
     """The description's own examples name OpenAI's models (gpt-4o-mini,
-    text-embedding-3-small): they are sent with a served model instead. Then one request
-    for each shape of reply (examples.py)."""
+    gpt-3.5-turbo-instruct, text-embedding-3-small): they are sent with a served model
+    instead. Then one request for each shape of reply (examples.py)."""
     for case in examples:
         served = SERVED.get(case.path)
         if served is not None and isinstance(case.body, dict) and "model" in case.body:
@@ -83,7 +84,11 @@ def before_add_examples(context: HookContext, examples: list[Case]) -> None:
     operation = context.operation
     if operation is None:
         return
-    bodies = {CHAT: chat_bodies(CHAT_MODEL), EMBEDDINGS: embedding_bodies(EMBEDDING_MODEL)}
+    bodies = {
+        CHAT: chat_bodies(CHAT_MODEL),
+        COMPLETIONS: completion_bodies(CHAT_MODEL),
+        EMBEDDINGS: embedding_bodies(EMBEDDING_MODEL),
+    }
     for body in bodies.get(operation.path, []):
         examples.append(operation.Case(body=body, media_type="application/json"))
 

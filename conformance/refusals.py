@@ -5,7 +5,8 @@ The conformance check expects every request the description allows to succeed
 (`negative_data_rejection`). These are the documented exceptions, matched narrowly (a
 refusal by its `param` and the value there), so that any other disagreement still fails:
 
-- BY_DESIGN: what Sluice does not serve (docs/api.md, "Supported surface").
+- BY_DESIGN: what Sluice does not serve (docs/api.md, "Supported surface"; for text
+  completions, "Text completions" there and `_text_by_design` here).
 - OpenAI refuses it too: the description is looser than OpenAI's API. It lets a request
   carry fields it does not define (it never says `additionalProperties: false`), which the
   API answers with "Unrecognized request argument"; and it leaves some of the API's own
@@ -25,10 +26,15 @@ from typing import Any
 import yaml
 
 from inference.chat_request import MAX_TOKENS_LIMIT
+from inference.request_body import MAX_CHOICES
 
 SPEC = Path(__file__).resolve().parent / "openai-openapi.yml"
-CHAT, EMBEDDINGS = "/chat/completions", "/embeddings"
-REQUESTS = {CHAT: "CreateChatCompletionRequest", EMBEDDINGS: "CreateEmbeddingRequest"}
+CHAT, COMPLETIONS, EMBEDDINGS = "/chat/completions", "/completions", "/embeddings"
+REQUESTS = {
+    CHAT: "CreateChatCompletionRequest",
+    COMPLETIONS: "CreateCompletionRequest",
+    EMBEDDINGS: "CreateEmbeddingRequest",
+}
 
 # Top-level chat fields Sluice refuses, each with why.
 BY_DESIGN_CHAT = {
@@ -45,10 +51,14 @@ BY_DESIGN_MESSAGE_FIELDS = {"audio"}
 # audio and file inputs, and OpenAI's custom (free-form grammar) tools.
 BY_DESIGN_PARTS = {"input_audio", "file"}
 BY_DESIGN_TOOLS = {"custom"}
+# What a text completion's prompt becomes in most requests when Sluice refuses the generated
+# one by design (within_surface): several prompts, token ids, an empty one.
+TEXT_PROMPT = "Say this is a test."
 # A served model of the other kind (a chat model for embeddings, and back): the stateful
-# phase sends the ids GET /models lists to both operations.
+# phase sends the ids GET /models lists to every operation.
 WRONG_KIND = {
     CHAT: (os.environ.get("SLUICE_CONFORMANCE_EMBEDDING_MODEL", "all-minilm-l6-v2"),),
+    COMPLETIONS: (os.environ.get("SLUICE_CONFORMANCE_EMBEDDING_MODEL", "all-minilm-l6-v2"),),
     EMBEDDINGS: (os.environ.get("SLUICE_CONFORMANCE_CHAT_MODEL", "small-model"),),
 }
 # "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64."
@@ -163,19 +173,64 @@ def _at(body: Any, param: str) -> Any:
     return value
 
 
+def _integer(value: Any) -> bool:
+    """An integer as JSON Schema reads one: 7, or a number with no fraction (7.0, 1e308)."""
+    return type(value) is int or (type(value) is float and value.is_integer())
+
+
 def _token_ids(value: Any) -> bool:
-    """An embedding input of token ids: an array of integers, or of such arrays."""
+    """An embedding input (or a text prompt) of token ids: an array of integers, or of such
+    arrays."""
     items = value if isinstance(value, list) else []
     return bool(items) and all(
-        isinstance(item, int) or (isinstance(item, list) and all(isinstance(i, int) for i in item))
+        _integer(item) or (isinstance(item, list) and all(_integer(i) for i in item))
         for item in items
     )
 
 
-def _max_tokens(body: dict[str, Any]) -> Any:
-    """The token limit a request asks for, as Sluice reads it (a null one is left out)."""
-    given = body.get("max_completion_tokens")
-    return body.get("max_tokens") if given is None else given
+def _token_limits(body: dict[str, Any]) -> list[int]:
+    """The token limits a request gives, max_completion_tokens and max_tokens: Sluice checks
+    each one given, whichever it reads (a null one is left out)."""
+    given = (body.get("max_completion_tokens"), body.get("max_tokens"))
+    return [tokens for tokens in given if type(tokens) is int]
+
+
+def _n(body: dict[str, Any]) -> Any:
+    """The number of choices a request asks for (a null n is left out: 1)."""
+    return 1 if body.get("n") is None else body["n"]
+
+
+def _refused_prompt(prompt: Any) -> bool:
+    """Whether a text completion's prompt, of a form the description allows, is one Sluice
+    refuses by design: several prompts, token ids, or an empty prompt (or none)."""
+    if prompt is None or prompt == "" or prompt == []:
+        return True
+    if isinstance(prompt, list) and all(isinstance(item, str) for item in prompt):
+        return len(prompt) > 1 or prompt == [""]
+    return _token_ids(prompt)
+
+
+def _text_by_design(param: str, body: dict[str, Any]) -> bool:
+    """Whether Sluice refuses the text completion field param names on purpose (docs/api.md,
+    "Text completions")."""
+    value = body.get(param)
+    if param == "prompt":
+        # One text prompt a request: several prompts go as requests of their own or as a
+        # batch (admission, the cache and the reply are per prompt); token ids are OpenAI's
+        # tokenizer's, not the deployment's; an empty prompt (or a null one) is, to OpenAI,
+        # its document separator <|endoftext|>, a token a self-hosted model does not share
+        # (vLLM refuses an empty prompt).
+        return _refused_prompt(value)
+    if param == "logprobs":
+        return value is not None  # the integer form: chat completions take logprobs
+    if param == "n":
+        return isinstance(value, int) and value > MAX_CHOICES  # as for chat
+    if param == "best_of":
+        n = _n(body)  # sampling more candidates than are returned: vLLM no longer does
+        return isinstance(value, int) and isinstance(n, int) and value > n
+    # max_tokens 0: nothing to generate; its one use, scoring a prompt (echo with the
+    # integer logprobs), is not served, and vLLM refuses it.
+    return param == "max_tokens" and body.get("max_tokens") == 0
 
 
 def by_design(path: str, param: str, body: dict[str, Any]) -> bool:
@@ -185,11 +240,14 @@ def by_design(path: str, param: str, body: dict[str, Any]) -> bool:
         # The built-in model (all-MiniLM-L6-v2) makes 384 dimensions only, and reads text
         # only: it tokenizes in the gateway with its own vocabulary, not OpenAI's.
         return param == "dimensions" or (steps[0] == "input" and _token_ids(body.get("input")))
-    tokens = _max_tokens(body)
-    if param == "max_tokens" and isinstance(tokens, int) and tokens > MAX_TOKENS_LIMIT:
+    if param == "max_tokens" and any(t > MAX_TOKENS_LIMIT for t in _token_limits(body)):
         return True  # longer than any deployed context: the worker would refuse it anyway
+    if path == COMPLETIONS:
+        return _text_by_design(param, body)
     if param == "functions" and body.get("tools") is not None:
         return True  # the legacy functions are rewritten as tools: both at once is ambiguous
+    if param in ("tools", "functions") and _names_twice(body.get(param)):
+        return True  # a call names the function it calls: two of one name are ambiguous
     if len(steps) == 1:
         return param in BY_DESIGN_CHAT
     if steps[0] == "messages" and len(steps) == 3 and steps[2] == "function_call":
@@ -228,6 +286,11 @@ def openai_refuses_too(path: str, param: str, body: dict[str, Any]) -> bool:
         return True  # OpenAI: "expected an integer, but got a decimal number instead"
     if param == "seed" and isinstance(value, int) and not -(2**63) <= value < 2**63:
         return True  # an int64: the description's bounds are int64's, rounded as floats
+    if param == "logit_bias" and isinstance(value, dict) and path in (CHAT, COMPLETIONS):
+        return not all(key.isdigit() for key in value)  # keys are token ids
+    if path == COMPLETIONS and param == "best_of" and isinstance(value, int):
+        n = _n(body)  # "best_of must be greater than n" (the description's own prose)
+        return isinstance(n, int) and value < n
     if path != CHAT:
         return False
     if value == [] and (param == "tools" or (steps[0] == "messages" and steps[-1] == "tool_calls")):
@@ -246,10 +309,7 @@ def openai_refuses_too(path: str, param: str, body: dict[str, Any]) -> bool:
         return isinstance(name, str) and not FUNCTION_NAME.fullmatch(name)  # as a function's
     if param.startswith(("tools.", "functions.")) and param.endswith(".name"):
         return not (isinstance(value, str) and FUNCTION_NAME.fullmatch(value))
-    if param == "logit_bias" and isinstance(value, dict):
-        return not all(key.isdigit() for key in value)  # keys are token ids
-    tokens = _max_tokens(body)
-    if param == "max_tokens" and isinstance(tokens, int) and tokens < 1:
+    if param == "max_tokens" and any(tokens < 1 for tokens in _token_limits(body)):
         return True  # "integer below minimum value. Expected a value >= 1"
     if steps[0] != "messages" or len(steps) < 3:
         return False
@@ -265,6 +325,13 @@ def openai_refuses_too(path: str, param: str, body: dict[str, Any]) -> bool:
     if len(steps) == 3 and steps[2] == "content" and isinstance(message, dict):
         return message.get("role") == "assistant" and value is None  # "Required unless..."
     return False
+
+
+def _names_twice(offered: Any) -> bool:
+    """Whether tools (or the legacy functions) define two functions of one name."""
+    entries = [e.get("function", e) for e in offered or [] if isinstance(e, dict)]
+    names = [e.get("name") for e in entries if isinstance(e, dict)]
+    return len(names) != len(set(map(repr, names)))
 
 
 def _names_an_unoffered_function(body: dict[str, Any], choice: Any) -> bool:
@@ -288,6 +355,8 @@ def within_surface(path: str, body: dict[str, Any]) -> dict[str, Any]:
         holder = _at(body, ".".join(parents)) if parents else body
         if isinstance(holder, dict):
             holder.pop(key, None)
+    if path == COMPLETIONS:
+        return _text_within_surface(body)
     if path != CHAT:
         return body
     body = {k: v for k, v in body.items() if k not in BY_DESIGN_CHAT}
@@ -302,6 +371,22 @@ def within_surface(path: str, body: dict[str, Any]) -> dict[str, Any]:
         body = {k: v for k, v in body.items() if k not in ("functions", "function_call")}
     if isinstance(body.get("messages"), list):
         body["messages"] = [_message_within_surface(m) for m in body["messages"]]
+    return body
+
+
+def _text_within_surface(body: dict[str, Any]) -> dict[str, Any]:
+    """A text completion without what _text_by_design refuses, each only where its value is
+    of a form the description allows (a malformed one is left to be refused)."""
+    if "prompt" in body and _refused_prompt(body["prompt"]):
+        body["prompt"] = TEXT_PROMPT
+    if body.get("logprobs") is not None and type(body["logprobs"]) is int:
+        del body["logprobs"]
+    if type(body.get("n")) is int and body["n"] > MAX_CHOICES:
+        del body["n"]
+    if type(body.get("best_of")) is int and body["best_of"] != _n(body):
+        del body["best_of"]
+    if type(body.get("max_tokens")) is int and body["max_tokens"] == 0:
+        del body["max_tokens"]
     return body
 
 

@@ -17,12 +17,21 @@ same way (README.md beside this file lists them):
 - ``with_discriminator_mappings``: a discriminator without a mapping means, by OpenAPI's
   rules, that its values are the schema names (``ChatCompletionMessageToolCall``); the API
   sends the value each schema's enum gives (``function``). The mapping is written out.
-- ``with_stream_events``: the description puts the chunk schema directly under
+- ``with_stream_events``: the description puts the chat chunk schema directly under
   ``text/event-stream``, where OpenAPI 3.2 (and schemathesis) read the schema of one event
   (``data``, ``event``, ``id``); the patch says the event's ``data`` is a chunk as JSON, an
   error as JSON, or ``[DONE]``, which ends every OpenAI stream.
+- ``with_text_stream``: text completions document their 200 as ``application/json`` only,
+  though ``stream: true`` is part of the request ("tokens will be sent as data-only
+  server-sent events ... terminated by a ``data: [DONE]`` message") and the response
+  schema says "both the streamed and non-streamed response objects share the same shape".
+  The patch adds that ``text/event-stream`` reply, as chat's is read: each event's ``data``
+  a ``CreateCompletionResponse`` whose choices' ``finish_reason`` may be null (every chunk
+  but a choice's last carries null, in OpenAI's stream as in vLLM's), an error, or
+  ``[DONE]``.
 """
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +41,7 @@ import yaml
 # (path, method) pairs: what Sluice serves under /v1/ that OpenAI's description also has.
 OPERATIONS = [
     ("/chat/completions", "post"),
+    ("/completions", "post"),
     ("/embeddings", "post"),
     ("/models", "get"),
     ("/models/{model}", "get"),
@@ -93,10 +103,12 @@ def with_discriminator_mappings(node: Any, schemas: dict[str, Any]) -> Any:
     return node
 
 
-def with_stream_events(operation: dict[str, Any]) -> dict[str, Any]:
-    """The chat operation with its text/event-stream schema as the schema of one event."""
+def with_stream_events(operation: dict[str, Any], chunk: Any = None) -> dict[str, Any]:
+    """The operation with its text/event-stream schema as the schema of one event: the
+    description's own (chat), or chunk where it has none (text completions)."""
     content = operation["responses"]["200"]["content"]
-    chunk = content["text/event-stream"]["schema"]
+    if chunk is None:
+        chunk = content["text/event-stream"]["schema"]
     error = {"$ref": "#/components/schemas/ErrorResponse"}
     data = {
         "oneOf": [
@@ -116,6 +128,15 @@ def with_stream_events(operation: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def with_text_stream(operation: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """The text completion operation with a text/event-stream reply (see the module's
+    docstring): its chunks are replies whose finish_reason may be null."""
+    chunk = without_docs(copy.deepcopy(schemas["CreateCompletionResponse"]))
+    choice = chunk["properties"]["choices"]["items"]["properties"]
+    choice["finish_reason"] = {"anyOf": [choice["finish_reason"], {"type": "null"}]}
+    return with_stream_events(operation, chunk)
+
+
 def trim(spec: dict[str, Any]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for path, method in OPERATIONS:
@@ -124,6 +145,8 @@ def trim(spec: dict[str, Any]) -> dict[str, Any]:
         kept[method] = without_docs(item[method])
         if (path, method) == ("/chat/completions", "post"):
             kept[method] = with_stream_events(kept[method])
+        if (path, method) == ("/completions", "post"):
+            kept[method] = with_text_stream(kept[method], spec["components"]["schemas"])
     components: dict[str, dict[str, Any]] = {
         "securitySchemes": spec["components"]["securitySchemes"]
     }

@@ -109,7 +109,9 @@ def _prompt(value: Any) -> str:
         value = value[0]
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, list) and value and all(isinstance(v, int | list) for v in value):
+    if isinstance(value, list) and value and all(isinstance(v, int | float | list) for v in value):
+        # token ids, or numbers a client wrote as decimals (1.0 is an integer to JSON
+        # Schema): not several prompts, which the message below would tell it to split
         message = "Token-id prompts are not served: send the prompt as text."
     elif isinstance(value, list) and len(value) > 1:
         message = (

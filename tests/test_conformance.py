@@ -2,10 +2,11 @@
 a live gateway and the simulator (conformance/README.md), and the fixes it led to, pinned in
 process.
 
-The operations Sluice serves (conformance/openai-openapi.yml: chat completions, embeddings,
-the model list and one model) get generated requests, valid and malformed, with a valid key:
-every 200 must match OpenAI's response schema (streamed events included), every malformed
-request must get a 4xx in OpenAI's error shape, nothing may get a 5xx. What is excluded and
+The operations Sluice serves (conformance/openai-openapi.yml: chat completions, text
+completions, embeddings, the model list and one model) get generated requests, valid and
+malformed, with a valid key: every 200 must match OpenAI's response schema (streamed events
+included), every malformed request must get a 4xx in OpenAI's error shape, nothing may get
+a 5xx. What is excluded and
 why: conformance/schemathesis.toml and conformance/refusals.py.
 
 `make test` runs it with EXAMPLES per operation; `make conformance` with more
@@ -21,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from conformance.refusals import COMPLETIONS, by_design, openai_refuses_too, within_surface
 from gateway.accounts import actions
 from inference.chat_request import InvalidRequest, chat_request_from
 from inference.reply import openai_logprobs
+from inference.text_completion import text_completion_from
 from tests.conftest import REPO_ROOT, live_platform
 from tests.sims import SimProcess
 
@@ -214,3 +217,76 @@ def test_stream_options_take_openais_two_booleans_only():
         with pytest.raises(InvalidRequest) as error:
             chat(stream=True, stream_options=wrong)
         assert error.value.param == "stream_options"
+
+
+# A text completion's deliberate refusals (conformance/refusals.py): each as the gateway
+# refuses it (the param it names) and as the check reads it; a base that is served.
+TEXT = {"model": "m", "prompt": "Once upon a time"}
+TEXT_BY_DESIGN: list[tuple[dict[str, Any], str]] = [
+    ({"prompt": ["one", "two"]}, "prompt"),
+    ({"prompt": [1212, 318]}, "prompt"),
+    ({"prompt": [[1212, 318]]}, "prompt"),
+    ({"prompt": [1e308, 318.0]}, "prompt"),  # integers, to JSON Schema
+    ({"prompt": ""}, "prompt"),
+    ({"prompt": [""]}, "prompt"),
+    ({"prompt": []}, "prompt"),
+    ({"prompt": None}, "prompt"),
+    ({"logprobs": 0}, "logprobs"),
+    ({"n": 9}, "n"),
+    ({"best_of": 3, "n": 2}, "best_of"),
+    ({"max_tokens": 0}, "max_tokens"),
+]
+TEXT_REFUSED_TOO: list[tuple[dict[str, Any], str]] = [
+    ({"best_of": 1, "n": 2}, "best_of"),
+    ({"logit_bias": {"a": 1}}, "logit_bias"),
+    ({"n": 2.0}, "n"),
+    ({"model": ""}, "model"),
+    ({"extra": 1}, "extra"),
+]
+
+
+@pytest.mark.unit
+def test_a_text_completions_documented_refusals_are_the_gateways_and_narrow():
+    for change, param in TEXT_BY_DESIGN + TEXT_REFUSED_TOO:
+        body = {**TEXT, **change}
+        with pytest.raises(InvalidRequest) as error:
+            text_completion_from(body)
+        assert error.value.param == param, change
+        judge = by_design if (change, param) in TEXT_BY_DESIGN else openai_refuses_too
+        assert judge(COMPLETIONS, param, body), change
+    for change, _ in [*TEXT_BY_DESIGN, ({"extra": 1}, "extra")]:  # what most requests drop
+        assert text_completion_from(within_surface(COMPLETIONS, {**TEXT, **change})), change
+    for served in (
+        {"prompt": ["one"]},
+        {"n": 8, "best_of": 8},
+        {"max_tokens": 1, "logprobs": None, "echo": True},
+    ):
+        body = {**TEXT, **served}
+        assert text_completion_from(body)
+        for param in served:
+            assert not by_design(COMPLETIONS, param, body), served
+            assert not openai_refuses_too(COMPLETIONS, param, body), served
+
+
+@pytest.mark.unit
+def test_two_functions_of_one_name_are_a_documented_refusal():
+    tool = {"type": "function", "function": {"name": "f"}}
+    for field, offered in (("tools", [tool, tool]), ("functions", [{"name": "f"}] * 2)):
+        with pytest.raises(InvalidRequest) as error:
+            chat(**{field: offered})
+        assert error.value.param == field
+        assert by_design("/chat/completions", field, {field: offered})
+        assert not by_design("/chat/completions", field, {field: offered[:1]})
+
+
+@pytest.mark.unit
+def test_either_token_limit_out_of_range_is_a_documented_refusal():
+    """Sluice checks max_tokens beside a valid max_completion_tokens too (the one it reads)."""
+    for body in ({"max_completion_tokens": 4096, "max_tokens": 2**40}, {"max_tokens": 2**40}):
+        with pytest.raises(InvalidRequest) as error:
+            chat(**body)
+        assert error.value.param == "max_tokens"
+        assert by_design("/chat/completions", "max_tokens", body)
+    below = {"max_completion_tokens": 4096, "max_tokens": 0}
+    assert openai_refuses_too("/chat/completions", "max_tokens", below)
+    assert not by_design("/chat/completions", "max_tokens", {"max_tokens": 4096})

@@ -45,6 +45,20 @@ def test_what_is_not_served_is_refused_naming_the_field(fields: dict[str, Any], 
 
 
 @pytest.mark.unit
+def test_token_ids_written_as_decimals_are_refused_as_token_ids_not_as_several_prompts():
+    """Found by the conformance check: [1.0, 2.0] (integers, to JSON Schema) was refused with
+    "One prompt per request", advice to split a prompt that is one."""
+    for prompt in ([1.0, 2.0, 3.0], [1e308, 5.0], [[1.0, 2.0]], [1, 2.0]):
+        with pytest.raises(InvalidRequest) as refused:
+            text_completion_from({"model": "m", "prompt": prompt})
+        assert refused.value.param == "prompt"
+        assert "Token-id prompts are not served" in str(refused.value)
+    with pytest.raises(InvalidRequest) as refused:
+        text_completion_from({"model": "m", "prompt": ["one", 2.0]})
+    assert "One prompt per request" in str(refused.value)
+
+
+@pytest.mark.unit
 def test_a_prompt_is_sent_as_a_prompt_to_the_workers_completions_endpoint():
     request = text_completion_from(
         {"model": "m", "prompt": [PROMPT], "temperature": 0, "top_k": 5, "best_of": 1}
