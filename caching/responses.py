@@ -140,8 +140,10 @@ async def plan(
                     if match is not None:
                         hit = EntryRef(namespace("semantic", team_id), match.entry_key)
                         # never at 0.0; a sampled reply would differ from any fresh draw
-                        audit = exact.is_deterministic(chat) and (
-                            random.random() < policy.audit_rate
+                        audit = (
+                            policy.audit_rate > 0
+                            and exact.is_deterministic(chat)
+                            and random.random() < policy.audit_rate
                         )
                         return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
     except (CacheUnavailable, SemanticUnavailable) as exc:

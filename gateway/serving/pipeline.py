@@ -12,7 +12,8 @@
     6 route          the deployment's policy picks a worker (filter, score, pick)
     7 generate       stream from the worker
     8 settle         reconcile the reservation to real usage, queue the usage event,
-                     count and keep the reply in the caches
+                     count and keep the reply in the caches; a semantic hit drawn for
+                     an audit is asked again in the background (gateway/serving/audit.py)
 
 Adapters (gateway/api/views.py for HTTP, gateway/chat/consumers.py for the WebSocket)
 parse their transport, call `open_completion`, stream the result inside `async with`
@@ -77,10 +78,13 @@ async def open_completion(
     read_request: Callable[[], ChatRequest],
     directives: CacheDirectives,
     request_id: str,
+    on_hold: Callable[[str], None] | None = None,
 ) -> Completion:
     """Steps 1 to 7 up to the first chunk. The caller streams `completion.stream()` inside
     `async with completion:`, whose exit is step 8. Raises domain exceptions; a request
-    that fails after admission is settled before the exception leaves."""
+    that fails after admission is settled before the exception leaves. on_hold: told
+    (with the deployment's name) if step 6 holds the request for a replica of a deployment
+    scaled to zero, which can take minutes."""
     received_at = time.perf_counter()
     caller = await credential.authorize()  # 1 authenticate
     chat = read_request()  # the transport's request, validated (after auth, as OpenAI does)
@@ -93,6 +97,7 @@ async def open_completion(
         chat, target, prompt = await fit_max_tokens(caller, chat, target, prompt)  # 2: window
         reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
+    completion.on_hold = on_hold
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
         plan = await responses.plan(directives, caller.team_id, target.deployment, chat)
         completion.cache = plan  # 3 exact cache, 4 semantic cache
