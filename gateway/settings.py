@@ -338,6 +338,9 @@ QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
 # How long a request for a deployment scaled to zero (autoscale policy min_replicas 0) waits
 # for a replica to be woken or started before a 503 with Retry-After.
 SCALE_FROM_ZERO_TIMEOUT_S = env_float("SCALE_FROM_ZERO_TIMEOUT_S", 120.0)
+# While a stream is held for such a replica, an SSE comment this often keeps its connection
+# (and any proxy's idle timeout, nginx's 60 s by default) alive.
+SSE_KEEPALIVE_S = env_float("SSE_KEEPALIVE_S", 10.0)
 # Queued requests are served fairly across teams (weights and caps from quota policies);
 # off: first come first served, as the fairness benchmark's baseline.
 FAIR_QUEUEING = env_bool("FAIR_QUEUEING", True)

@@ -4,6 +4,8 @@ finding no worker, waits in the dispatch queue (which is published: the autoscal
 503 with Retry-After. A deployment that does not scale from zero still fails at once. And
 end to end with the autoscale loop and the local actuator starting the replica."""
 
+import http.client
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 TIMEOUT_S = 8
+KEEPALIVE_S = 0.5
 
 
 @pytest.fixture
@@ -34,11 +37,13 @@ def cold(redis_url: str) -> Iterator[dict[str, Any]]:
     deployment = fleet.ensure_deployment("cold-model", served_model_name="sim-upstream")
     AutoscalePolicy.objects.create(deployment=deployment, min_replicas=0, max_replicas=1)
     fleet.ensure_deployment("no-policy-model", served_model_name="sim-upstream")
-    gateway = LiveGateway(redis_url, SCALE_FROM_ZERO_TIMEOUT_S=str(TIMEOUT_S))
+    gateway = LiveGateway(
+        redis_url, SCALE_FROM_ZERO_TIMEOUT_S=str(TIMEOUT_S), SSE_KEEPALIVE_S=str(KEEPALIVE_S)
+    )
     try:
         key = actions.issue_api_key(team).plaintext
         client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-        yield {"client": client, "deployment": deployment}
+        yield {"client": client, "deployment": deployment, "gateway": gateway, "key": key}
     finally:
         gateway.stop()
 
@@ -70,6 +75,55 @@ def test_the_first_request_waits_for_a_replica_and_is_served(cold):
         assert reply.choices[0].message.content and waited_s >= 2.0
     finally:
         sim.stop()
+
+
+def stream_lines(cold: dict[str, Any], lines: list[str]) -> None:
+    """POST a streamed chat completion for cold-model; its status, then each line read."""
+    gateway = cold["gateway"]
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=TIMEOUT_S + 10)
+    body = {"model": "cold-model", "messages": MESSAGES, "max_tokens": 3, "stream": True}
+    headers = {"Authorization": f"Bearer {cold['key']}", "Content-Type": "application/json"}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+    response = connection.getresponse()
+    lines.append(str(response.status))
+    lines.extend(line.decode().rstrip("\n") for line in response if line.strip())
+
+
+def test_a_held_stream_is_kept_alive_with_comments_then_served(cold):
+    """Held for a replica, a stream gets its headers and an SSE comment every
+    SSE_KEEPALIVE_S at once (a proxy would cut a connection silent for two minutes), then
+    the chunks once a replica answers."""
+    sim = SimProcess(model="sim-upstream")
+    lines: list[str] = []
+    try:
+        asking = threading.Thread(target=stream_lines, args=(cold, lines))
+        asking.start()
+        wait_until(lambda: len(lines) >= 4, 5, "the headers and keep-alive comments")
+        assert lines[0] == "200" and asking.is_alive()
+        fleet.register_worker(cold["deployment"], sim.url, registered_by="test")
+        asking.join(timeout=TIMEOUT_S + 10)
+    finally:
+        sim.stop()
+    first_data = next(i for i, line in enumerate(lines) if line.startswith("data:"))
+    assert first_data >= 4 and set(lines[1:first_data]) == {": waiting for a replica"}
+    chunks = [json.loads(line[6:]) for line in lines[first_data:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_a_held_stream_without_a_replica_in_time_ends_with_an_error_event(cold):
+    """Its status went out as 200 with the first comment: the refusal is an error event,
+    which OpenAI's SDK raises as an APIError."""
+    lines: list[str] = []
+    stream_lines(cold, lines)
+    assert lines[0] == "200" and lines[1] == ": waiting for a replica"
+    error = json.loads(lines[-1][6:])["error"]
+    assert error["code"] == "no_replica_ready"
+    with pytest.raises(openai.APIError, match="starting"):
+        for _ in cold["client"].chat.completions.create(
+            model="cold-model", messages=MESSAGES, max_tokens=3, stream=True
+        ):
+            pass
 
 
 def test_without_a_replica_in_time_it_is_a_503_with_retry_after(cold):

@@ -21,6 +21,7 @@ from foundation import metrics
 from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import EventStream, credential, finish, json_response
+from gateway.api.held_stream import STREAM_MARK, Held, held_events, open_or_hold
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.drain import drain
 from gateway.drain_asgi import restarting
@@ -100,10 +101,17 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
         def read() -> ChatRequest:  # validated after authentication, the header with it
             return with_requested_policy(shape.parse(request.body), policy, POLICY_HEADER)
 
-        run = await open_completion(caller_key, read, directives, request_id)
+        if STREAM_MARK in request.body:  # it may stream: a hold for a replica keeps it alive
+            opened = await open_or_hold(caller_key, read, directives, request_id)
+        else:
+            opened = await open_completion(caller_key, read, directives, request_id)
     except DOMAIN_ERRORS as exc:
         error = api_error(exc)
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
+    if isinstance(opened, Held):
+        events = held_events(opened, lambda run: _sse(run, shape))
+        return finish(EventStream(events), request_id, {}, opened.deployment)
+    run = opened
     model = run.deployment.name
     if run.chat.stream:
         return finish(EventStream(_sse(run, shape)), request_id, run.response_headers(), model)

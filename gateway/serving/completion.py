@@ -11,7 +11,7 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any
@@ -90,6 +90,9 @@ class Completion:
         self.status = "cancelled"  # until the stream ends one way or the other
         self.settled = False
         self.shared: SharedGeneration | None = None  # set when this request leads one
+        # Told when the request is held for a replica of a deployment scaled to zero (the
+        # HTTP adapter then keeps a stream's connection alive: gateway/api/views.py).
+        self.on_hold: Callable[[str], None] | None = None
         self._source: AsyncGenerator[Chunk, None] | None = None
         self._first: Chunk | None = None
 
@@ -323,6 +326,7 @@ class Completion:
             tenant=tenant,
             path=self.chat.upstream_path,
             headers=self.deployment.worker_headers,
+            on_hold=self.on_hold,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:

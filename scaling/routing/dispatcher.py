@@ -212,11 +212,13 @@ class Dispatcher:
         timeout_s: float | None = None,
         route: RouteContext | None = None,
         tenant: Tenant | None = None,
+        on_hold: Callable[[str], None] | None = None,
     ) -> Lease:
         """A slot on a worker of `deployment`, chosen by route.policy when route is given.
 
         tenant: whose request it is, for fair queueing and its concurrency cap; requests
-        without one share one lane."""
+        without one share one lane. on_hold: told (with the deployment's name) when the
+        request is held for a replica of a deployment scaled to zero, before it waits."""
         if route is not None and route.deployment != deployment:
             raise ValueError(f"route is for {route.deployment!r}, not {deployment!r}")
         loop = asyncio.get_running_loop()
@@ -228,6 +230,8 @@ class Dispatcher:
         routable = await self.fleet.routable(deployment)
         cold = not routable and await self._waits_for_replica(deployment)
         queue.waits_for_replica = cold  # with a worker routable, nothing to hold for
+        if cold and on_hold is not None:
+            on_hold(deployment)
         waiter = _Waiter(loop.create_future(), exclude, route, priority, tenant)
         queue.add(waiter)
         timeout = settings.SCALE_FROM_ZERO_TIMEOUT_S if cold else settings.QUEUE_TIMEOUT_S

@@ -32,6 +32,7 @@ async def stream_completion(
     tenant: Tenant | None = None,
     path: str = CHAT_PATH,
     headers: dict[str, str] | None = None,
+    on_hold: Callable[[str], None] | None = None,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
@@ -41,13 +42,18 @@ async def stream_completion(
     still had its prompt processed there). tenant: whose request it is, so the dispatcher
     queues it fairly among tenants and applies its concurrency cap. path: the workers'
     endpoint (a text completion's is /v1/completions). headers: sent to every worker tried
-    (the deployment's API key for them)."""
+    (the deployment's API key for them). on_hold: the dispatcher's (Dispatcher.acquire)."""
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
         try:
             lease = await dispatcher.acquire(
-                deployment, priority, exclude=frozenset(tried), route=route, tenant=tenant
+                deployment,
+                priority,
+                exclude=frozenset(tried),
+                route=route,
+                tenant=tenant,
+                on_hold=on_hold,
             )
         except NoHealthyWorker:
             if failure is not None and tried:
