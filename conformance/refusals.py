@@ -188,11 +188,14 @@ def _token_ids(value: Any) -> bool:
     )
 
 
-def _token_limits(body: dict[str, Any]) -> list[int]:
-    """The token limits a request gives, max_completion_tokens and max_tokens: Sluice checks
-    each one given, whichever it reads (a null one is left out)."""
-    given = (body.get("max_completion_tokens"), body.get("max_tokens"))
-    return [tokens for tokens in given if type(tokens) is int]
+TOKEN_LIMITS = ("max_completion_tokens", "max_tokens")
+
+
+def _token_limit(body: dict[str, Any], param: str) -> int | None:
+    """The token limit a refusal names (max_completion_tokens or max_tokens: Sluice checks
+    each one given, whichever it reads), when it is an integer."""
+    tokens = body.get(param) if param in TOKEN_LIMITS else None
+    return tokens if type(tokens) is int else None
 
 
 def _n(body: dict[str, Any]) -> Any:
@@ -240,7 +243,7 @@ def by_design(path: str, param: str, body: dict[str, Any]) -> bool:
         # The built-in model (all-MiniLM-L6-v2) makes 384 dimensions only, and reads text
         # only: it tokenizes in the gateway with its own vocabulary, not OpenAI's.
         return param == "dimensions" or (steps[0] == "input" and _token_ids(body.get("input")))
-    if param == "max_tokens" and any(t > MAX_TOKENS_LIMIT for t in _token_limits(body)):
+    if (limit := _token_limit(body, param)) is not None and limit > MAX_TOKENS_LIMIT:
         return True  # longer than any deployed context: the worker would refuse it anyway
     if path == COMPLETIONS:
         return _text_by_design(param, body)
@@ -309,7 +312,7 @@ def openai_refuses_too(path: str, param: str, body: dict[str, Any]) -> bool:
         return isinstance(name, str) and not FUNCTION_NAME.fullmatch(name)  # as a function's
     if param.startswith(("tools.", "functions.")) and param.endswith(".name"):
         return not (isinstance(value, str) and FUNCTION_NAME.fullmatch(value))
-    if param == "max_tokens" and any(tokens < 1 for tokens in _token_limits(body)):
+    if (limit := _token_limit(body, param)) is not None and limit < 1:
         return True  # "integer below minimum value. Expected a value >= 1"
     if steps[0] != "messages" or len(steps) < 3:
         return False
@@ -331,7 +334,8 @@ def _names_twice(offered: Any) -> bool:
     """Whether tools (or the legacy functions) define two functions of one name."""
     entries = [e.get("function", e) for e in offered or [] if isinstance(e, dict)]
     names = [e.get("name") for e in entries if isinstance(e, dict)]
-    return len(names) != len(set(map(repr, names)))
+    named = [name for name in names if isinstance(name, str)]  # a nameless one is another error
+    return len(named) != len(set(named))
 
 
 def _names_an_unoffered_function(body: dict[str, Any], choice: Any) -> bool:

@@ -91,9 +91,7 @@ def check_max_tokens(body: dict[str, Any], default: int) -> int:
             or not isinstance(value, int)
             or not 1 <= value <= MAX_TOKENS_LIMIT
         ):
-            raise InvalidRequest(
-                f"'{name}' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", "max_tokens"
-            )
+            raise InvalidRequest(f"'{name}' must be an integer from 1 to {MAX_TOKENS_LIMIT}.", name)
     for name in ("max_completion_tokens", "max_tokens"):
         if body.get(name) is not None:
             return int(body[name])

@@ -290,3 +290,10 @@ def test_either_token_limit_out_of_range_is_a_documented_refusal():
     below = {"max_completion_tokens": 4096, "max_tokens": 0}
     assert openai_refuses_too("/chat/completions", "max_tokens", below)
     assert not by_design("/chat/completions", "max_tokens", {"max_tokens": 4096})
+    # the refusal names the field that is out of range, and only that one is excused
+    huge = {"max_completion_tokens": 2**40, "max_tokens": 7}
+    with pytest.raises(InvalidRequest) as error:
+        chat(**huge)
+    assert error.value.param == "max_completion_tokens"
+    assert by_design("/chat/completions", "max_completion_tokens", huge)
+    assert not by_design("/chat/completions", "max_tokens", huge)

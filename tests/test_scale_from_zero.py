@@ -16,11 +16,14 @@ import pytest
 
 from foundation.redis_clients import sync_redis
 from gateway.accounts import actions
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
 from inference import fleet
 from inference.models import Worker
 from scaling.autoscale.actuators.local import LocalProcessActuator
 from scaling.autoscale.loop import AutoscaleLoop
 from scaling.models import AutoscalePolicy
+from scaling.routing.queue_depth import read_depths
 from tests.conftest import MESSAGES
 from tests.live import LiveGateway
 from tests.sims import SimProcess
@@ -124,6 +127,33 @@ def test_a_held_stream_without_a_replica_in_time_ends_with_an_error_event(cold):
             model="cold-model", messages=MESSAGES, max_tokens=3, stream=True
         ):
             pass
+
+
+def test_a_client_gone_while_its_stream_is_held_is_settled_and_leaves_the_queue(cold):
+    """The keep-alives went out, then the client closed the connection: the held request
+    is cancelled, settled (a usage record, billed nothing) and no longer waits, so the
+    autoscaler is not asked for a replica on its behalf."""
+    gateway = cold["gateway"]
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
+    body = {"model": "cold-model", "messages": MESSAGES, "max_tokens": 3, "stream": True}
+    headers = {"Authorization": f"Bearer {cold['key']}", "Content-Type": "application/json"}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+    response = connection.getresponse()
+    assert response.readline().strip() == b": waiting for a replica"
+    connection.sock.close()  # the client leaves while held
+    connection.close()
+
+    def settled() -> list[UsageRecord]:
+        ingest("test-consumer")
+        return list(UsageRecord.objects.filter(model="cold-model"))
+
+    [record] = wait_until(settled, 5, "the held request to be settled")
+    assert record.status == "cancelled" and record.prompt_tokens == 0
+    wait_until(lambda: sum_queue_depth("cold-model") == 0, 5, "the held request to leave the queue")
+
+
+def sum_queue_depth(deployment: str) -> int:
+    return read_depths(sync_redis()).get(deployment, 0)
 
 
 def test_without_a_replica_in_time_it_is_a_503_with_retry_after(cold):

@@ -11,24 +11,34 @@ status is 200 before the outcome is known, so a request that finds no replica in
 its `no_replica_ready` error as an error event in the stream, not a 503 with Retry-After,
 and the rate-limit and cache headers are not sent (they are known only later).
 
-Only requests whose body mentions "stream" take this path (a bytes search): opening the
-pipeline as a task of its own costs a few microseconds, which the other requests keep.
+Only while some deployment scales from zero, and only for requests whose body mentions
+"stream" (a bytes search), is the pipeline opened as a task of its own (a task, a future
+and a loop turn or two more per request); every other request keeps the direct path. A
+coalesced follower of a held stream gets no keep-alives (it waits on the leader's
+generation, not on the dispatcher), and a held stream is counted as a 200 in
+`sluice_requests_total` whatever it ends with.
 """
 
 import asyncio
+import logging
+import weakref
 from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from caching.exact import CacheDirectives
+from gateway.drain import drain
+from gateway.drain_asgi import restarting
 from gateway.serving.admission import Credential
 from gateway.serving.completion import Completion
-from gateway.serving.errors import DOMAIN_ERRORS, api_error
+from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
 from gateway.serving.pipeline import open_completion
 from inference.chat_request import ChatRequest
 
+logger = logging.getLogger(__name__)
 KEEPALIVE = b": waiting for a replica\n\n"
 STREAM_MARK = b'"stream"'
 
@@ -36,22 +46,17 @@ STREAM_MARK = b'"stream"'
 @dataclass
 class Held:
     """A stream held for a replica: the pipeline still opening it, and for which deployment.
-    claimed: its events have started; until then, a completion the opening ends with is
-    settled by the opening itself (a response never iterated must not leave it open)."""
+    claimed: its events have started (from then on they own the opening)."""
 
     opening: "asyncio.Task[Completion]"
     deployment: str
     claimed: bool = False
 
-    def settle_if_unclaimed(self, opening: "asyncio.Task[Completion]") -> None:
-        if opening.cancelled() or opening.exception() is not None or self.claimed:
-            return  # an exception is retrieved here (the pipeline settled that request)
-        task = asyncio.get_running_loop().create_task(opening.result().settle())
-        _unclaimed.add(task)
-        task.add_done_callback(_unclaimed.discard)
-
-
-_unclaimed: set["asyncio.Task[None]"] = set()
+    def abandon_if_unclaimed(self) -> None:
+        """The events were dropped without ever starting (the client left as the headers
+        went out): stop the opening, or settle the completion it ended with."""
+        if not self.claimed:
+            _release(self.opening)
 
 
 async def open_or_hold(
@@ -81,33 +86,74 @@ async def open_or_hold(
         either: list[asyncio.Future[Any]] = [opening, held]
         await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
-        opening.cancel()  # the client left: the pipeline settles what it admitted
+        _release(opening)  # the client left: nothing is left open for it
         raise
     if opening.done():
         held.cancel()
         return opening.result()
-    kept = Held(opening, held.result())
-    opening.add_done_callback(kept.settle_if_unclaimed)
-    return kept
+    return Held(opening, held.result())
+
+
+def held_response_events(
+    held: Held, relay: Callable[[Completion], AsyncGenerator[bytes, None]]
+) -> AsyncGenerator[bytes, None]:
+    """held_events, with the opening released if the events are dropped unstarted."""
+    events = held_events(held, relay)
+    finalizer = weakref.finalize(events, held.abandon_if_unclaimed)
+    finalizer.atexit = False  # type: ignore[misc]  # a settable property, typeshed says slot
+    return events
 
 
 async def held_events(
     held: Held, relay: Callable[[Completion], AsyncGenerator[bytes, None]]
 ) -> AsyncGenerator[bytes, None]:
     """Keep-alive comments until the pipeline has opened the completion, then its events
-    (relay); an error event if it failed. A client gone while held cancels the opening."""
+    (relay); an error event if it failed. A client gone, or a draining gateway, while held
+    cancels the opening (which settles what it admitted); a completion opened but never
+    relayed is settled here."""
     held.claimed = True
     try:
         yield KEEPALIVE
         while not (await asyncio.wait([held.opening], timeout=settings.SSE_KEEPALIVE_S))[0]:
+            if drain.stopping_streams:
+                yield restarting().sse_chunk()
+                return
             yield KEEPALIVE
+        try:
+            run = held.opening.result()
+        except DOMAIN_ERRORS as exc:
+            yield api_error(exc).sse_chunk()
+            return
+        except Exception:
+            logger.exception("a held stream failed before its first chunk")
+            yield ApiError(500, "The gateway failed on this request.", "internal_error").sse_chunk()
+            return
+        async with aclosing(relay(run)) as events:
+            async for event in events:
+                yield event
     finally:
-        if not held.opening.done():
-            held.opening.cancel()
-    try:
-        run = held.opening.result()
-    except DOMAIN_ERRORS as exc:
-        yield api_error(exc).sse_chunk()
-        return
-    async for event in relay(run):
-        yield event
+        _release(held.opening)
+
+
+def _release(opening: "asyncio.Task[Completion]") -> None:
+    """Cancel an opening still running (its pipeline settles what it admitted); settle the
+    completion a finished one holds (settle is once only: a relayed one is not settled
+    twice); retrieve a failure (the pipeline settled that request)."""
+    if not opening.done():
+        opening.cancel()
+    elif not opening.cancelled() and opening.exception() is None:
+        try:
+            task = asyncio.get_running_loop().create_task(opening.result().settle())
+        except RuntimeError:  # no loop: the process is exiting
+            return
+        _settling.add(task)
+        task.add_done_callback(_settled)
+
+
+_settling: set["asyncio.Task[None]"] = set()
+
+
+def _settled(task: "asyncio.Task[None]") -> None:
+    _settling.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a held stream's settlement failed", exc_info=task.exception())

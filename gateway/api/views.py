@@ -21,7 +21,7 @@ from foundation import metrics
 from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import EventStream, credential, finish, json_response
-from gateway.api.held_stream import STREAM_MARK, Held, held_events, open_or_hold
+from gateway.api.held_stream import STREAM_MARK, Held, held_response_events, open_or_hold
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.drain import drain
 from gateway.drain_asgi import restarting
@@ -40,6 +40,7 @@ from inference.chat_tools import legacy_chunk
 from inference.deployments import DeploymentInfo, catalog, known_context_length
 from inference.reply import openai_logprobs
 from inference.text_completion import echo_chunk, parse_text_completion, text_chunk
+from scaling.routing.cold_start import cold_start
 from scaling.routing.tiers import AUTO_MODEL, ROUTED_TIERS
 
 
@@ -101,7 +102,8 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
         def read() -> ChatRequest:  # validated after authentication, the header with it
             return with_requested_policy(shape.parse(request.body), policy, POLICY_HEADER)
 
-        if STREAM_MARK in request.body:  # it may stream: a hold for a replica keeps it alive
+        if STREAM_MARK in request.body and await cold_start.any_deployment():
+            # it may stream, and be held for a replica: the hold keeps it alive
             opened = await open_or_hold(caller_key, read, directives, request_id)
         else:
             opened = await open_completion(caller_key, read, directives, request_id)
@@ -109,7 +111,7 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
         error = api_error(exc)
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
     if isinstance(opened, Held):
-        events = held_events(opened, lambda run: _sse(run, shape))
+        events = held_response_events(opened, lambda run: _sse(run, shape))
         return finish(EventStream(events), request_id, {}, opened.deployment)
     run = opened
     model = run.deployment.name

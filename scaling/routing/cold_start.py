@@ -32,13 +32,21 @@ class ColdStartDeployments:
     async def waits_for_replica(self, deployment: str) -> bool:
         """A database that cannot be read keeps the last answer (none: no deployment
         waits), said in the log: a request then fails at once, as it would have anyway."""
+        return deployment in await self._current()
+
+    async def any_deployment(self) -> bool:
+        """Whether any deployment scales from zero (the HTTP adapter readies keep-alives
+        for streams only then)."""
+        return bool(await self._current())
+
+    async def _current(self) -> frozenset[str]:
         if time.monotonic() - self._loaded_at >= REFRESH_S:
             try:
                 self._names = await self._flights.run("cold-start", database_read(_load))
             except DatabaseError as exc:
                 logger.error("scale-from-zero policies unreadable, kept as they were: %s", exc)
             self._loaded_at = time.monotonic()
-        return deployment in self._names
+        return self._names
 
     def clear_local(self) -> None:
         self._loaded_at = float("-inf")
