@@ -106,7 +106,11 @@ class FalseHitTable:
     fit_on: str  # what it was measured on, for the record
 
     def probability(self, evidence: Evidence) -> float:
-        false, pairs = self.cells.get(evidence.cell, (0, 0))
+        return self.rate(evidence.cell)
+
+    def rate(self, cell: str) -> float:
+        """The cell's smoothed false-hit rate (a cell never seen: 0.5)."""
+        false, pairs = self.cells.get(cell, (0, 0))
         return (false + 0.5) / (pairs + 1)
 
     def encode(self) -> str:

@@ -3,11 +3,10 @@ store and lookup: the real int8 MiniLM, a real Redis 8 vector set per question."
 
 import asyncio
 
-import numpy as np
 import pytest
 from django.conf import settings
 
-from bench import calibration, semantic_evaluation
+from bench import calibration
 from bench.question_pairs import generated_pairs
 from caching import eviction, semantic
 from caching.evidence import Evidence, FalseHitTable, content_words, false_hit_table
@@ -82,14 +81,7 @@ def test_evidence_names_how_the_content_words_relate(query, candidate, relation)
 def test_the_shipped_table_is_what_the_development_pairs_measure_today(minilm):
     """Verification, the evidence cells and the data set together decide the table: a
     change to any of them must come with a new table (calibrate_semantic_cache)."""
-    development = {
-        name: pairs for name, pairs in calibration.data_sets().items() if "held" not in name
-    }
-    pairs = [pair for group in development.values() for pair in group]
-    cosines = np.concatenate(
-        [semantic_evaluation.similarities(minilm, group) for group in development.values()]
-    )
-    measured = calibration.measure(pairs, cosines, "; ".join(development))
+    measured = calibration.measure_development(minilm)
     shipped = false_hit_table()
     assert shipped.cells == measured.cells and shipped.fit_on == measured.fit_on
     assert "held" not in shipped.fit_on and "test" not in shipped.fit_on
