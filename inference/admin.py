@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from inference.models import ModelDeployment, Worker
+from inference.models import GpuRate, ModelDeployment, Worker
 
 
 class WorkerInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -18,6 +18,8 @@ class ModelDeploymentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "price_input_per_million",
         "price_output_per_million",
         "gpu_cost_per_hour",
+        "batch_discount_percent",
+        "spot_discount_percent",
         "max_in_flight_per_worker",
         "routing_policy",
         "accepts_images",
@@ -29,3 +31,10 @@ class ModelDeploymentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class WorkerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["url", "deployment", "state", "labels", "registered_by", "state_changed_at"]
     list_filter = ["state", "deployment"]
+
+
+@admin.register(GpuRate)
+class GpuRateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Hourly cost of a worker by its `gpu` label; the fleet sampler reads it each minute."""
+
+    list_display = ["gpu", "on_demand_per_hour", "spot_per_hour", "is_example"]

@@ -60,6 +60,7 @@ class DeploymentInfo:
     worker_api_key: str = field(default="", repr=False)
     # A prompt token read from the worker's prefix cache; None: the input price.
     price_cached_input_per_million: Decimal | None = None
+    spot_discount_percent: int = 0  # what a request a spot worker served saves
 
     @property
     def speaks_vllm(self) -> bool:
@@ -85,10 +86,15 @@ class DeploymentInfo:
         completion_tokens: int,
         batch: bool = False,
         cached_prompt_tokens: int = 0,
+        spot: bool = False,
     ) -> int:
         """Cost in micro-dollars: tokens x USD per million tokens, the prompt tokens the
         worker read from its prefix cache at the cached-input price, less the batch discount
-        for a line of a batch."""
+        for a line of a batch or the spot discount for a request a spot worker served.
+
+        A batch line on a spot worker gets the larger discount, not both: batch lines go
+        to spot workers first (scaling/routing/scorers/spot_first.py), so the batch price
+        already counts on spot capacity, and multiplying would give that saving twice."""
         cached = min(max(cached_prompt_tokens, 0), prompt_tokens)
         cached_price = self.price_cached_input_per_million
         if cached_price is None:
@@ -98,8 +104,12 @@ class DeploymentInfo:
             + cached * cached_price
             + completion_tokens * self.price_output_per_million
         )
-        if batch:
-            cost = cost * (100 - self.batch_discount_percent) / 100
+        discount = max(
+            self.batch_discount_percent if batch else 0,
+            self.spot_discount_percent if spot else 0,
+        )
+        if discount:
+            cost = cost * (100 - discount) / 100
         return int(cost)
 
 
@@ -146,6 +156,7 @@ def _load() -> dict[str, DeploymentInfo]:
             None if d.extra_fields is None else frozenset(d.extra_fields),
             worker_api_key(d.api_key_env, d.name),
             d.price_cached_input_per_million,
+            d.spot_discount_percent,
         )
         for d in ModelDeployment.objects.annotate(
             has_workers=Exists(Worker.objects.filter(deployment=OuterRef("pk")))

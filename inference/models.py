@@ -14,6 +14,8 @@ PRICE_FIELDS = (
     "price_cached_input_per_million",
     "price_output_per_million",
     "gpu_cost_per_hour",
+    "batch_discount_percent",
+    "spot_discount_percent",
 )
 
 
@@ -106,6 +108,16 @@ class ModelDeployment(models.Model):
         default=50,
         validators=[MaxValueValidator(100)],
         help_text="what lines of a batch (/v1/batches) save on the prices above, in percent",
+    )
+    # Spot capacity can be taken back at any moment, so a request it served is billed for
+    # less. A batch line served on spot gets the larger of the two discounts, not both:
+    # batch work is sent to spot workers first, and its discount already prices that in.
+    spot_discount_percent = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(100)],
+        help_text="what a request served by a worker labelled spot "
+        '({"spot": true}) saves on the prices above, in percent; a batch line on spot '
+        "gets the larger of this and the batch discount",
     )
     context_length = models.PositiveIntegerField(
         null=True,
@@ -213,3 +225,60 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.deployment.name} @ {self.url} ({self.state})"
+
+
+class GpuRate(models.Model):
+    """What one worker costs per hour on a kind of GPU, on demand and on spot capacity.
+
+    The fleet sampler costs each live worker at the rate of its `gpu` label (the spot rate
+    when it is labelled `"spot": true`); a worker with no matching rate costs its
+    deployment's gpu_cost_per_hour. Each minute's cost is recorded as sampled, so changing
+    a rate changes the cost from then on, never the history."""
+
+    gpu = models.CharField(
+        max_length=100,
+        unique=True,
+        help_text='the value of a worker\'s "gpu" label it prices, exactly, e.g. h100',
+    )
+    on_demand_per_hour = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        validators=[MinValueValidator(0)],
+        help_text="USD per hour of one worker on on-demand capacity",
+    )
+    spot_per_hour = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        validators=[MinValueValidator(0)],
+        help_text='USD per hour of one worker labelled {"spot": true}',
+    )
+    # Set by `setup_demo` on the rate it ships, as prices_are_examples on the demo
+    # deployment: the dashboard says "example" beside it until an operator sets a rate.
+    is_example = models.BooleanField(
+        default=False,
+        help_text="the rates are documented examples (the demo); the dashboard says so",
+    )
+
+    class Meta:
+        ordering = ["gpu"]
+        verbose_name = "GPU rate"
+
+    def __str__(self) -> str:
+        return f"{self.gpu}: ${self.on_demand_per_hour}/h on demand, ${self.spot_per_hour}/h spot"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A rate changed with the flag left as it was: an operator priced it, the example
+        label goes (as ModelDeployment.save does for its prices)."""
+        if self.pk is not None and self.is_example and self._operator_repriced():
+            self.is_example = False
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "is_example"}
+        super().save(*args, **kwargs)
+
+    def _operator_repriced(self) -> bool:
+        fields = ("gpu", "on_demand_per_hour", "spot_per_hour")
+        before = type(self).objects.filter(pk=self.pk, is_example=True).values(*fields).first()
+        return before is not None and any(before[f] != getattr(self, f) for f in fields)
+
+    def per_hour(self, spot: bool) -> Decimal:
+        return self.spot_per_hour if spot else self.on_demand_per_hour

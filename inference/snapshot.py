@@ -13,6 +13,7 @@ from django.conf import settings
 
 from foundation.redis_clients import async_redis
 from foundation.single_flight import SingleFlight
+from inference.worker_labels import on_spot
 
 SNAPSHOT_KEY = "sluice:fleet:workers"
 
@@ -44,6 +45,12 @@ class WorkerView:
     @property
     def fresh(self) -> bool:
         return time.time() - self.scraped_at < settings.FLEET_STALE_AFTER_S
+
+    @property
+    def spot(self) -> bool:
+        """On spot capacity (labelled `"spot": true`): what it serves is billed at the
+        deployment's spot discount."""
+        return on_spot(self.labels)
 
     @property
     def routable(self) -> bool:

@@ -1,7 +1,10 @@
 """GPU cost and who it is for.
 
-A deployment's GPU cost over a period is its worker-minutes (the fleet samples: every
-worker holding a GPU, dead ones excepted) / 60 times its gpu_cost_per_hour. That cost is
+A deployment's GPU cost over a period is the sum of its fleet samples' minutes: every
+worker holding a GPU (dead ones excepted) at the hourly rate of its gpu label, spot or on
+demand (GpuRate), else at the deployment's gpu_cost_per_hour, as recorded each minute
+(gateway/dashboard/fleet_sampling.py); samples from before that was recorded count their
+worker-minutes / 60 times the deployment's gpu_cost_per_hour. That cost is
 split among teams in proportion to the tokens each processed on that deployment's model;
 cost of a deployment no team used in the period is "unallocated" (idle capacity). The
 split works in integer micro-dollars with largest-remainder rounding, so the teams' shares
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 
 from gateway.dashboard.models import FleetHour, FleetSample
 from gateway.dashboard.periods import Period
@@ -85,20 +88,32 @@ class CostSplit:
 
 
 def deployment_costs(p: Period) -> dict[str, DeploymentCost]:
+    """Each deployment's GPU cost in the period: the cost its samples recorded (each
+    minute's workers at their rates then, fleet_sampling.py), and for samples from before
+    that was recorded, their worker-minutes at the deployment's gpu_cost_per_hour now.
+    Rounded to the micro-dollar once per deployment."""
     table: Any = FleetSample if p.by_minute else FleetHour  # state columns: worker-minutes
+    minutes = F("starting") + F("warm") + F("ready") + F("draining")
     rows = (
         table.objects.filter(bucket__gte=p.start, bucket__lt=p.end)
         .values("deployment__name", "deployment__gpu_cost_per_hour")
-        .annotate(minutes=Sum(F("starting") + F("warm") + F("ready") + F("draining")))
+        .annotate(
+            minutes=Sum(minutes),
+            unrecorded_minutes=Sum(minutes, filter=Q(gpu_cost_per_hour_micros__isnull=True)),
+            recorded=Sum("gpu_cost_per_hour_micros"),
+        )
         .order_by()
     )
     costs = {}
     for row in rows:
-        minutes = row["minutes"] or 0
         price: Decimal = row["deployment__gpu_cost_per_hour"]
-        micros = int((Decimal(minutes) * price * MICROS / 60).to_integral_value())
+        # Micro-dollars per hour summed over minutes: / 60 is micro-dollars.
+        rate_minutes = (
+            Decimal(row["recorded"] or 0) + Decimal(row["unrecorded_minutes"] or 0) * price * MICROS
+        )
+        micros = int((rate_minutes / 60).to_integral_value())
         costs[row["deployment__name"]] = DeploymentCost(
-            row["deployment__name"], minutes / 60, micros
+            row["deployment__name"], (row["minutes"] or 0) / 60, micros
         )
     return costs
 

@@ -1,25 +1,32 @@
-"""Record the fleet once a minute: workers by state (the database) and their load (the
-scraper's Redis snapshot). Nothing else keeps a history of how many workers ran, and GPU
-cost is worker-hours times the deployment's hourly price."""
+"""Record the fleet once a minute: workers by state (the database), their load (the
+scraper's Redis snapshot) and what they cost per hour at that minute. Nothing else keeps a
+history of how many workers ran, and GPU cost is the sum of those minutes.
+
+A worker's hourly cost is the GpuRate of its `gpu` label, the spot rate when it is
+labelled `"spot": true`, else its deployment's gpu_cost_per_hour. It is recorded with the
+sample, so a rate changed later prices the minutes after it, never the ones before."""
 
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Count
 from django.utils import timezone
 
 from foundation.redis_clients import REDIS_FAILURES, sync_redis
 from gateway.dashboard.models import FleetSample
 from gateway.dashboard.rollup import floor_minute
-from inference.models import ModelDeployment, Worker
+from inference.models import GpuRate, ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY
+from inference.worker_labels import gpu_label, on_spot
 
 logger = logging.getLogger(__name__)
 STATES = [state.value for state in Worker.State]
+MICROS = 1_000_000
 
 
 def read_snapshot() -> list[dict[str, Any]]:
@@ -45,15 +52,33 @@ def _load_by_deployment(snapshot: list[dict[str, Any]]) -> dict[str, dict[str, f
     return load
 
 
+def worker_cost_per_hour(
+    labels: Mapping[str, object], rates: Mapping[str, GpuRate], deployment_rate: Decimal
+) -> Decimal:
+    """USD per hour of one worker: its gpu label's rate (spot or on demand), else the
+    deployment's gpu_cost_per_hour (a worker without a gpu label, or one nobody priced)."""
+    gpu = gpu_label(labels)
+    rate = rates.get(gpu) if gpu is not None else None
+    return deployment_rate if rate is None else rate.per_hour(on_spot(labels))
+
+
 def record_fleet_sample(now: datetime | None = None) -> int:
     """Upsert this minute's sample of every deployment; returns how many were written."""
     bucket = floor_minute(now or timezone.now())
-    counts: dict[int, dict[str, int]] = defaultdict(dict)
-    for row in Worker.objects.values("deployment_id", "state").annotate(n=Count("id")).order_by():
-        counts[row["deployment_id"]][row["state"]] = row["n"]
+    deployments = list(ModelDeployment.objects.values_list("id", "name", "gpu_cost_per_hour"))
+    deployment_rate = {deployment_id: rate for deployment_id, _, rate in deployments}
+    rates = {rate.gpu: rate for rate in GpuRate.objects.all()}
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    per_hour: dict[int, Decimal] = defaultdict(Decimal)
+    workers = Worker.objects.filter(deployment_id__in=deployment_rate)
+    for deployment_id, state, labels in workers.values_list("deployment_id", "state", "labels"):
+        counts[deployment_id][state] += 1
+        if state != Worker.State.DEAD:  # every other state holds a GPU
+            rate = worker_cost_per_hour(labels or {}, rates, deployment_rate[deployment_id])
+            per_hour[deployment_id] += rate
     load = _load_by_deployment(read_snapshot())
     samples = []
-    for deployment_id, name in ModelDeployment.objects.values_list("id", "name"):
+    for deployment_id, name, _ in deployments:
         by_state, used = counts.get(deployment_id, {}), load.get(name)
         samples.append(
             FleetSample(
@@ -63,12 +88,15 @@ def record_fleet_sample(now: datetime | None = None) -> int:
                 running=used["running"] if used else 0.0,
                 waiting=used["waiting"] if used else 0.0,
                 kv_usage=used["kv"] / used["n"] if used and used["n"] else 0.0,
+                gpu_cost_per_hour_micros=int(
+                    (per_hour[deployment_id] * MICROS).to_integral_value()
+                ),
             )
         )
     FleetSample.objects.bulk_create(
         samples,
         update_conflicts=True,
         unique_fields=["bucket", "deployment"],
-        update_fields=[*STATES, "running", "waiting", "kv_usage"],
+        update_fields=[*STATES, "running", "waiting", "kv_usage", "gpu_cost_per_hour_micros"],
     )
     return len(samples)

@@ -133,6 +133,16 @@ class FleetSample(models.Model):
     running = models.FloatField(default=0.0, help_text="requests running, summed over workers")
     waiting = models.FloatField(default=0.0, help_text="requests queued, summed over workers")
     kv_usage = models.FloatField(default=0.0, help_text="mean KV-cache usage of its workers")
+    # Recorded as sampled, at the rates then in force, so a later price change never
+    # rewrites history. Null on samples taken before it existed: those are costed at the
+    # deployment's gpu_cost_per_hour now (gateway/dashboard/costs.py).
+    gpu_cost_per_hour_micros = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="what its workers holding a GPU cost per hour at this minute, in "
+        "micro-dollars: each at its gpu label's rate (spot or on demand), else at the "
+        "deployment's gpu_cost_per_hour",
+    )
 
     class Meta:
         constraints = [
@@ -145,7 +155,8 @@ class FleetSample(models.Model):
 
 class FleetHour(models.Model):
     """Fleet samples of one deployment summed over an hour: each state column holds
-    worker-minutes, `minutes` how many samples there were (their mean is sum / minutes)."""
+    worker-minutes, `minutes` how many samples there were (their mean is sum / minutes),
+    and gpu_cost_per_hour_micros / 60 the hour's GPU cost."""
 
     bucket = models.DateTimeField()
     deployment = models.ForeignKey(ModelDeployment, on_delete=models.CASCADE, related_name="+")
@@ -157,6 +168,12 @@ class FleetHour(models.Model):
     dead = models.PositiveIntegerField(default=0)
     running = models.FloatField(default=0.0)
     waiting = models.FloatField(default=0.0)
+    gpu_cost_per_hour_micros = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="the samples' gpu_cost_per_hour_micros summed (/ 60 is the hour's GPU "
+        "cost); null when a sample of the hour has none (taken before it was recorded)",
+    )
 
     class Meta:
         constraints = [

@@ -52,6 +52,7 @@ METRICS = [
 ]
 KEY_METRICS = ["requests", "errors", "prompt_tokens", "completion_tokens", "cost_micros"]
 FLEET_METRICS = ["starting", "warm", "ready", "draining", "dead", "running", "waiting"]
+GPU_COST = "gpu_cost_per_hour_micros"  # recorded per sample; null on older ones
 # Each table: its grouping columns (as ORM values() names) and the metrics it keeps.
 TABLES: dict[type[models.Model], tuple[list[str], list[str]]] = {
     MinuteRollup: (["team_id", "model", "api_key_id"], METRICS),
@@ -146,16 +147,27 @@ def hours_from_minutes(start: datetime, end: datetime) -> int:
 
 
 def fleet_hours(start: datetime, end: datetime) -> int:
+    """Sum each deployment's fleet samples per hour. The hour's recorded GPU cost is kept
+    only when every sample of it has one: an hour that began before samples recorded it is
+    costed whole at the deployment's price (costs.deployment_costs), never half of it."""
     rows = (
         FleetSample.objects.filter(bucket__gte=start, bucket__lt=end)
         .annotate(hour=Trunc("bucket", "hour"))
         .values("hour", "deployment_id")
-        .annotate(minutes=Count("id"), **{m: Sum(m) for m in FLEET_METRICS})
+        .annotate(
+            minutes=Count("id"),
+            costed=Count(GPU_COST),
+            **{m: Sum(m) for m in [*FLEET_METRICS, GPU_COST]},
+        )
         .order_by()
     )
-    return _upsert(
-        FleetHour, [_as_bucket(row) for row in rows], ["deployment_id"], ["minutes", *FLEET_METRICS]
-    )
+    hours = []
+    for row in rows:
+        costed = row.pop("costed")
+        if costed < row["minutes"]:
+            row[GPU_COST] = None
+        hours.append(_as_bucket(row))
+    return _upsert(FleetHour, hours, ["deployment_id"], ["minutes", *FLEET_METRICS, GPU_COST])
 
 
 def _as_bucket(row: dict[str, Any]) -> dict[str, Any]:

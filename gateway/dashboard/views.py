@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from gateway.accounts.models import Team
-from gateway.dashboard import batch_selectors, charts, costs, selectors
+from gateway.dashboard import batch_selectors, charts, costs, price_table, selectors
 from gateway.dashboard.fleet_sampling import read_snapshot
 from gateway.dashboard.periods import PERIODS, Period, month_to_date, period
 from scaling.models import ScalingDecision
@@ -149,6 +149,8 @@ def cost_page(request: HttpRequest) -> HttpResponse:
         savings=savings,
         bills=bills,
         per_1000=split.cost_per_1000_requests_micros(),
+        prices=price_table.deployment_prices(),
+        gpu_rates=price_table.gpu_rates(),
     )
 
 

@@ -72,6 +72,7 @@ class EmbeddingRun:
     status: str = "failed"
     used_tokens: int = 0  # billed: 0 unless the model did the work
     worker_url: str = ""
+    on_spot: bool = False  # served by a worker labelled spot: billed at the spot discount
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,7 @@ async def _from_workers(run: EmbeddingRun, request: EmbeddingRequest) -> list[Ve
                 raise failure from None  # the real reason beats "no other worker left"
             raise
         url = run.worker_url = lease.worker.url
+        run.on_spot = lease.worker.spot
         run.used_tokens = run.input_tokens  # a client that leaves now still had it embedded
         try:
             answer = await embed_on_worker(
@@ -255,7 +257,7 @@ async def _settle(run: EmbeddingRun) -> None:
     """Bill what the model embedded (nothing for a refusal or a failure) and queue the
     usage event; metrics and a log line for a request that did not end well."""
     model, used = run.deployment.name, run.used_tokens
-    cost = run.deployment.cost_micros(used, 0, bool(run.reservation.batch_id))
+    cost = run.deployment.cost_micros(used, 0, bool(run.reservation.batch_id), spot=run.on_spot)
     latency_s = time.monotonic() - run.started_at
     metrics.latency.labels(model).observe(latency_s)
     metrics.tokens.labels(model, "prompt").inc(used)

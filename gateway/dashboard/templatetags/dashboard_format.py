@@ -1,5 +1,7 @@
 """Formatting filters for the dashboard: money is stored in integer micro-dollars."""
 
+from decimal import Decimal
+
 from django import template
 
 register = template.Library()
@@ -14,6 +16,17 @@ def usd(micros: int | float | None) -> str:
     if 0 < abs(micros) < 10_000:
         return f"${micros / 1_000_000:,.4f}"
     return f"${micros / 1_000_000:,.2f}"
+
+
+@register.filter
+def price(usd: Decimal | None) -> str:
+    """A price in USD as entered (four decimals at most), with at least cents: $0.15,
+    $0.075, $2.4999; a discounted price keeps its fraction of a cent rather than rounding."""
+    if usd is None:
+        return "-"
+    text = f"{usd.quantize(Decimal('0.0001')):,.4f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 @register.filter

@@ -12,18 +12,25 @@ from django.db import transaction
 from gateway.accounts import actions
 from gateway.accounts.models import ApiKey, Membership, Team
 from inference.fleet import ensure_deployment
-from inference.models import ModelDeployment
+from inference.models import GpuRate, ModelDeployment
 from inference.worker_command import EMBEDDED_MODEL
 from scaling.models import AutoscalePolicy
 
 DEMO_KEY_NAME = "demo key (make run)"
 # Documented example figures (docs/dashboard.md, "Example prices"), so the cost pages of a
 # fresh `make run` show money rather than $0.00; the dashboard labels them as examples.
-EXAMPLE_PRICES = {
+EXAMPLE_PRICES: dict[str, Decimal | int] = {
     "price_input_per_million": Decimal("0.15"),
     "price_output_per_million": Decimal("0.60"),
     "gpu_cost_per_hour": Decimal("0.50"),
+    "spot_discount_percent": 30,
 }
+# An example GPU rate by worker label, shipped with the example prices, so the cost page's
+# rate table shows what on-demand and spot cost: the embedded worker carries no gpu label
+# (it is costed at the deployment's gpu_cost_per_hour), a worker labelled
+# {"gpu": "h100"} would be costed at it.
+EXAMPLE_GPU = "h100"
+EXAMPLE_GPU_RATE = {"on_demand_per_hour": Decimal("2.50"), "spot_per_hour": Decimal("1.00")}
 
 
 class Command(BaseCommand):
@@ -57,10 +64,12 @@ class Command(BaseCommand):
             created_by=user,
         )
         # The embedded CPU worker batches well up to about 16 streams (docs/benchmarks.md).
+        fresh = not ModelDeployment.objects.filter(name=EMBEDDED_MODEL).exists()
         demo_deployment = ensure_deployment(
             EMBEDDED_MODEL, max_in_flight_per_worker=16, prices_are_examples=True, **EXAMPLE_PRICES
         )
-        price_examples(demo_deployment)
+        if price_examples(demo_deployment) or fresh:
+            example_gpu_rate()
         demo_autoscale_policy(demo_deployment)
         demo = {
             "team": team.slug,
@@ -76,16 +85,27 @@ class Command(BaseCommand):
                 self.stdout.write(f"{label}: {value}")
 
 
-def price_examples(deployment: ModelDeployment) -> None:
+def price_examples(deployment: ModelDeployment) -> bool:
     """Give an unpriced demo deployment (one created before example prices existed) the
-    example prices. Only when all three figures are zero: a price an operator set, even one
-    of them, is never overwritten."""
+    example prices; returns whether it did. Only when every example figure is zero: a
+    price an operator set, even one of them, is never overwritten."""
     if any(getattr(deployment, field) for field in EXAMPLE_PRICES):
-        return
+        return False
     for field, value in EXAMPLE_PRICES.items():
         setattr(deployment, field, value)
     deployment.prices_are_examples = True
     deployment.save(update_fields=[*EXAMPLE_PRICES, "prices_are_examples"])
+    return True
+
+
+def example_gpu_rate() -> GpuRate:
+    """The example GPU rate, added once, with the example prices (a fresh install, or a
+    demo deployment given them now), so one an operator deleted is not brought back by the
+    next `make run`, and one an operator set for that label is kept as it is."""
+    rate, _ = GpuRate.objects.get_or_create(
+        gpu=EXAMPLE_GPU, defaults={**EXAMPLE_GPU_RATE, "is_example": True}
+    )
+    return rate
 
 
 def demo_autoscale_policy(deployment: ModelDeployment) -> AutoscalePolicy:
