@@ -2,11 +2,13 @@
 "Prompt tokens at admission"): for each request of bench/prompt_corpus.py, the template
 count (inference/prompt_tokens.py), the bytes / 3 estimate it replaces, and vLLM's
 /tokenize on the embedded model (what usage.prompt_tokens reports); then the CPU time of
-each way of counting, in this process."""
+each way of counting in this process, and the wall time of asking the worker (how a model
+whose folder is not on the gateway's host is counted)."""
 
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -73,6 +75,26 @@ def microseconds_per_count(counter: PromptCounter, rounds: int) -> dict[str, tup
     return timings
 
 
+async def worker_milliseconds(url: str, rounds: int) -> dict[str, float]:
+    """Wall time of asking the worker (vLLM's /tokenize, over a kept-alive connection on
+    this host), the median of `rounds` asks, per request of the corpus: what admission
+    spends counting a prompt of a model whose folder is not on the gateway's host (the
+    first time: a repeat is remembered, inference/worker_prompt_counts.py)."""
+    medians = {}
+    try:
+        for name, chat in corpus_requests().items():
+            tools = chat.options.get("tools")
+            spent = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                await count_prompt_tokens(url, EMBEDDED_MODEL, chat.messages, tools)
+                spent.append((time.perf_counter() - started) * 1e3)
+            medians[name] = statistics.median(spent)
+    finally:
+        await close_http_session()
+    return medians
+
+
 def error_percent(counted: int, worker: int) -> float:
     return 100.0 * (counted - worker) / worker
 
@@ -99,7 +121,10 @@ def start_embedded_worker(timeout_s: float = 300) -> tuple["subprocess.Popen[byt
     return process, url
 
 
-def run(url: str, rounds: int) -> tuple[list[Row], dict[str, tuple[float, float]]]:
+def run(
+    url: str, rounds: int
+) -> tuple[list[Row], dict[str, tuple[float, float]], dict[str, float]]:
     counter = embedded_counter()
     rows = asyncio.run(compare(url, counter))
-    return rows, microseconds_per_count(counter, rounds)
+    asked = asyncio.run(worker_milliseconds(url, max(1, rounds // 10)))
+    return rows, microseconds_per_count(counter, rounds), asked

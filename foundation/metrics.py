@@ -31,6 +31,13 @@ tokens = Counter(
     ["model", "kind"],
     registry=registry,
 )
+prompt_counted = Counter(
+    "sluice_prompt_counted",
+    "Prompts counted at admission, by how: tokenizer (the model's folder on this host), "
+    "worker (its /tokenize), worker_remembered (a count asked before), estimated (bytes / 3)",
+    ["model", "how"],
+    registry=registry,
+)
 prompt_tokens_estimated = Counter(
     "sluice_prompt_tokens_estimated",
     "Requests whose prompt was billed on the admission estimate: the worker could not count it",

@@ -12,6 +12,7 @@ from gateway.accounts.authentication import forget_last_used_notes
 from gateway.accounts.records import key_records, team_limits
 from inference.deployments import catalog
 from inference.snapshot import fleet_view
+from inference.worker_prompt_counts import worker_prompt_counts
 from scaling.routing.cold_start import cold_start
 
 
@@ -23,4 +24,5 @@ def reset_process_state() -> None:
     catalog.clear_local()
     fleet_view.invalidate()  # a copy from before names workers that may be gone
     cold_start.clear_local()
+    worker_prompt_counts.clear()
     forget_last_used_notes()

@@ -133,6 +133,10 @@ TOKENIZER_DIR = Path(
     or env_str("SLUICE_MODELS_DIR")  # where the launcher finds the embedded model
     or str(BASE_DIR / "var" / "models")
 )
+# Other models' prompts are counted by one of their workers (vLLM's /tokenize) at
+# admission, within this timeout, else estimated (inference/worker_prompt_counts.py).
+WORKER_COUNT_PROMPTS = env_bool("WORKER_COUNT_PROMPTS", True)
+WORKER_COUNT_TIMEOUT_S = env_float("WORKER_COUNT_TIMEOUT_S", 0.5)
 # all-MiniLM-L6-v2 exported to ONNX by `make worker` (inference/prepare_embedder.py).
 EMBEDDING_MODEL_DIR = Path(
     env_str("EMBEDDING_MODEL_DIR", str(BASE_DIR / "var" / "models" / "all-minilm-l6-v2-onnx"))

@@ -195,9 +195,11 @@ async def count_prompt_tokens(
     tools: list[Any] | None = None,
     text_prompt: str | None = None,
     headers: dict[str, str] | None = None,
+    timeout_s: float | None = None,
 ) -> int:
     """The prompt's length in the worker's own tokens, chat template included (vLLM's
-    /tokenize): what a request that left before its usage chunk is billed for its prompt.
+    /tokenize): what a request that left before its usage chunk is billed for its prompt,
+    and, for a model whose tokenizer is not on this host, what admission reserves for it.
     A text completion's prompt is counted as it is (no chat template)."""
     payload: dict[str, Any] = {"model": upstream_model}
     if text_prompt is not None:
@@ -206,7 +208,8 @@ async def count_prompt_tokens(
         payload.update(messages=messages, add_generation_prompt=True)
     if tools:
         payload["tools"] = tools
-    timeout = aiohttp.ClientTimeout(total=settings.UPSTREAM_CONNECT_TIMEOUT_S + 2)
+    total = settings.UPSTREAM_CONNECT_TIMEOUT_S + 2 if timeout_s is None else timeout_s
+    timeout = aiohttp.ClientTimeout(total=total)
     try:
         async with http_session().post(
             f"{url}/tokenize", json=payload, timeout=timeout, headers=headers

@@ -213,6 +213,18 @@ def test_the_target_says_how_many_messages_were_left_out():
 SERVED = "vllm:prompt_tokens_total"  # the simulator's count of prompt tokens it processed
 
 
+async def _worker_counted(request: ChatRequest) -> int:
+    """What the simulator counts (its /tokenize), which admission asks it for: small-model's
+    tokenizer is not on this host (inference/worker_prompt_counts.py)."""
+    return len(prompt_tokens(request.messages))
+
+
+# Trimmed to the simulator's own count: fewer turns go than the estimate would leave out.
+WORKER_TRIM = asyncio.run(trim_to_fit(chat(CONVERSATION), WINDOW - MAX_TOKENS, _worker_counted))
+assert WORKER_TRIM.fits and WORKER_TRIM.dropped >= 2
+assert WORKER_TRIM.dropped < trimmed(CONVERSATION, WINDOW - MAX_TOKENS).dropped
+
+
 def _set_window(tokens: int | None) -> None:
     ModelDeployment.objects.filter(name="small-model").update(context_length=tokens)
 
@@ -255,10 +267,10 @@ def test_the_request_header_trims_where_the_team_refuses(platform):
         )
     assert refused.value.code == "context_length_exceeded"
     raw = _ask(client, CONVERSATION, "trim")
-    assert raw.headers[TRIMMED_HEADER] == "6"
+    assert raw.headers[TRIMMED_HEADER] == str(WORKER_TRIM.dropped)
     reply = raw.parse()
-    # The worker saw the system prompt, the last old turn and the question, nothing else.
-    assert reply.usage.prompt_tokens == len(prompt_tokens(KEPT))
+    # The worker saw the system prompt, the newest old turns and the question, nothing else.
+    assert reply.usage.prompt_tokens == len(prompt_tokens(WORKER_TRIM.chat.messages))
     fits = _ask(client, KEPT, "trim")
     assert TRIMMED_HEADER not in fits.headers  # nothing to leave out
     served = sim.metric(SERVED)
@@ -284,13 +296,14 @@ def test_a_team_that_trims_is_overridden_by_the_request_header(platform):
     raw = wait_until(
         trims, 15, "the trim policy to apply", poll_s=0.3, ignoring=(openai.BadRequestError,)
     )
-    assert raw.headers[TRIMMED_HEADER] == "6"
+    assert raw.headers[TRIMMED_HEADER] == str(WORKER_TRIM.dropped)
     with pytest.raises(openai.BadRequestError) as refused:
         _ask(client, CONVERSATION, "refuse")
     assert refused.value.code == "context_length_exceeded"
-    clamped = _ask(client, KEPT, "clamp", max_tokens=100)  # 129 + 100 is over 200
+    assert len(prompt_tokens(KEPT)) + 150 > WINDOW
+    clamped = _ask(client, KEPT, "clamp", max_tokens=150)
     assert TRIMMED_HEADER not in clamped.headers
-    assert clamped.headers["x-sluice-max-tokens-clamped"] == "100"
+    assert clamped.headers["x-sluice-max-tokens-clamped"] == "150"
 
 
 @pytest.mark.live
@@ -342,8 +355,8 @@ async def _chat_events(api_key: str, messages: list[dict[str, Any]], **fields: A
 def test_the_web_chat_trims_by_default_and_says_so(chat_key):
     done = asyncio.run(_chat_events(chat_key, CONVERSATION))[-1]
     assert done["type"] == "done", done
-    assert done["context_trimmed"] == 6
-    assert done["usage"]["prompt_tokens"] == len(prompt_tokens(KEPT))
+    assert done["context_trimmed"] == WORKER_TRIM.dropped
+    assert done["usage"]["prompt_tokens"] == len(prompt_tokens(WORKER_TRIM.chat.messages))
     fits = asyncio.run(_chat_events(chat_key, KEPT))[-1]
     assert fits["type"] == "done" and "context_trimmed" not in fits
 
@@ -365,8 +378,9 @@ def test_a_socket_message_may_ask_to_be_refused_and_an_unknown_policy_is_refused
 # --- in the web chat, in a real browser ----------------------------------------------------
 
 WEB_CHAT_MAX_TOKENS = 1024  # what the page asks for (static/chat/chat.js)
-# Room for the page's max_tokens and a short conversation, not for a markdown reply too.
-WEB_CHAT_WINDOW = WEB_CHAT_MAX_TOKENS + 76
+# Room for the page's max_tokens and a short question (11 tokens as the simulator counts
+# the first), not for a markdown reply too (76 with it and the next question).
+WEB_CHAT_WINDOW = WEB_CHAT_MAX_TOKENS + 40
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ told.
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
@@ -42,6 +41,7 @@ from inference.chat_options import VLLM_OPTIONS
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo, catalog, context_length
 from inference.prompt_tokens import PromptCounter, prompt_counters
+from inference.worker_prompt_counts import asks_workers, worker_prompt_counts
 from scaling.routing.tiers import (
     AUTO_MODEL,
     BATCH_TIER,
@@ -241,12 +241,34 @@ class PromptSize:
     exact: bool  # the model's own count; else the upper-leaning estimate
 
 
-async def count_prompt(chat: ChatRequest, deployment: DeploymentInfo) -> PromptSize:
-    """The prompt in the deployment's own tokens where its tokenizer is on this host, else
-    the upper-leaning estimate (inference/prompt_tokens.py): counted once per request, for
-    the context window and the reservation."""
+async def count_prompt(team_id: int, chat: ChatRequest, deployment: DeploymentInfo) -> PromptSize:
+    """The prompt in the deployment's own tokens: with its tokenizer where its folder is on
+    this host (inference/prompt_tokens.py), else as one of its workers counts it (vLLM's
+    /tokenize, remembered per team: inference/worker_prompt_counts.py), else the
+    upper-leaning estimate. Counted once per request, for the context window and the
+    reservation; sluice_prompt_counted says how."""
     counter = await prompt_counters.for_model(deployment.served_model_name)
-    return PromptSize(await _count(counter, chat), counter.exact_for(chat))
+    return await _size(counter, team_id, deployment, chat)
+
+
+async def _size(
+    counter: PromptCounter, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+) -> PromptSize:
+    if counter.exact_for(chat):
+        metrics.prompt_counted.labels(deployment.name, "tokenizer").inc()
+        return PromptSize(await _count(counter, chat), True)
+    if asks_workers(deployment, chat):
+        count = worker_prompt_counts.remembered(team_id, deployment, chat)
+        if count is not None:
+            metrics.prompt_counted.labels(deployment.name, "worker_remembered").inc()
+            return PromptSize(count, True)
+        count = await worker_prompt_counts.ask(deployment, chat)
+        if count is not None:
+            worker_prompt_counts.remember(team_id, deployment, chat, count)
+            metrics.prompt_counted.labels(deployment.name, "worker").inc()
+            return PromptSize(count, True)
+    metrics.prompt_counted.labels(deployment.name, "estimated").inc()
+    return PromptSize(await _count(counter, chat), False)
 
 
 async def _count(counter: PromptCounter, chat: ChatRequest) -> int:
@@ -294,7 +316,7 @@ async def fit_max_tokens(
     limits = await limits_for_team(caller.team_id)
     policy = chat.context_policy or team_policy(limits)
     if policy == Policy.TRIM and window is not None and size.tokens + chat.max_tokens > window:
-        chat, target, size = await _trimmed(chat, target, window)
+        chat, target, size = await _trimmed(caller, chat, target, window)
     prompt, name, estimated = size.tokens, target.deployment.name, not size.exact
     if window is not None and prompt >= window:
         raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
@@ -312,14 +334,22 @@ async def fit_max_tokens(
 
 
 async def _trimmed(
-    chat: ChatRequest, target: Target, window: int
+    caller: Caller, chat: ChatRequest, target: Target, window: int
 ) -> tuple[ChatRequest, Target, PromptSize]:
-    """The chat with its oldest turns left out to fit the window, counted as count_prompt
-    counts; KeptMessagesTooLong when the turns it must keep are too long already."""
+    """The chat with its oldest turns left out to fit the window, each candidate counted as
+    count_prompt counts; KeptMessagesTooLong when the turns it must keep are too long
+    already."""
     deployment = target.deployment
     counter = await prompt_counters.for_model(deployment.served_model_name)
-    trim = await trim_to_fit(chat, window - chat.max_tokens, partial(_count, counter))
-    exact = counter.exact_for(trim.chat)
+    sizes: dict[int, PromptSize] = {}
+
+    async def count(candidate: ChatRequest) -> int:
+        size = await _size(counter, caller.team_id, deployment, candidate)
+        sizes[len(candidate.messages)] = size
+        return size.tokens
+
+    trim = await trim_to_fit(chat, window - chat.max_tokens, count)
+    exact = sizes[len(trim.chat.messages)].exact
     if not trim.fits:
         raise KeptMessagesTooLong(deployment.name, window, trim.tokens, chat.max_tokens, not exact)
     logger.debug("%s: %d messages left out to fit %d tokens", deployment.name, trim.dropped, window)

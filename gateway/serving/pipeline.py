@@ -93,7 +93,7 @@ async def open_completion(
         check_model_allowed(caller.allowed_models, target.deployment.name)  # 2 admit: key
         check_content_accepted(chat, target.deployment)  # 2 admit: what this model takes
         chat, target = await compress_prompt(caller, chat, target)  # 2: the team's opt-in
-        prompt = await count_prompt(chat, target.deployment)  # 2 admit: in the model's tokens
+        prompt = await count_prompt(caller.team_id, chat, target.deployment)  # 2: in tokens
         chat, target, prompt = await fit_max_tokens(caller, chat, target, prompt)  # 2: window
         reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)

@@ -22,20 +22,22 @@ class Command(BaseCommand):
         if url is None:
             worker, url = prompt_tokens.start_embedded_worker()
         try:
-            rows, timings = prompt_tokens.run(url, options["rounds"])
+            rows, timings, asked = prompt_tokens.run(url, options["rounds"])
         finally:
             if worker is not None:
                 worker.terminate()
                 worker.wait(timeout=30)
         self.stdout.write(
-            "| request | worker | counted | error | bytes / 3 | error | count us | estimate us |"
+            "| request | worker | counted | error | bytes / 3 | error | count us | estimate us "
+            "| worker asked, ms |"
         )
-        self.stdout.write("|---|---|---|---|---|---|---|---|")
+        self.stdout.write("|---|---|---|---|---|---|---|---|---|")
         for row in rows:
             counted = prompt_tokens.error_percent(row.counted, row.worker)
             estimated = prompt_tokens.error_percent(row.estimated, row.worker)
             template_us, estimate_us = timings[row.name]
             self.stdout.write(
                 f"| {row.name} | {row.worker} | {row.counted} | {counted:+.1f}% | "
-                f"{row.estimated} | {estimated:+.1f}% | {template_us:.0f} | {estimate_us:.1f} |"
+                f"{row.estimated} | {estimated:+.1f}% | {template_us:.0f} | {estimate_us:.1f} | "
+                f"{asked[row.name]:.2f} |"
             )

@@ -1,0 +1,133 @@
+"""Prompt tokens counted by the deployment's own worker, for models whose folder is not on
+the gateway's host (inference/prompt_tokens.py counts those whose folder is).
+
+A remote vLLM worker (or the simulator) counts a prompt exactly as it will bill it: its
+/tokenize takes the same messages, tools and generation prompt as a chat completion and
+answers {"count": n}. Admission asks one routable worker of the deployment, bounded by a
+short timeout (WORKER_COUNT_TIMEOUT_S), and keeps the answer in a per-process LRU, so
+a retried or repeated prompt is counted once. A worker that could not count is not asked
+again for BACK_OFF_S (the deployment's prompts are estimated meanwhile).
+
+The LRU is keyed by team as well as by the prompt's digest: a count served from it is
+faster than one asked of a worker, and a shared entry would tell a team, by timing, that
+another team sent the same prompt recently. Only the count is kept, never the prompt.
+
+When no worker can count (none routable: the deployment scales from zero or is down; the
+worker failed or was slow; an OpenAI-compatible server, which has no /tokenize; an image
+part, which only the worker expands) the caller falls back to the upper-leaning estimate,
+counted in sluice_prompt_counted{how="estimated"} and logged (at most once a minute per
+deployment), and reconcile corrects the reservation to the worker's usage as before.
+"""
+
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+
+import orjson
+from django.conf import settings
+
+from inference.chat_request import ChatRequest
+from inference.client import UpstreamError, count_prompt_tokens
+from inference.deployments import DeploymentInfo
+from inference.snapshot import WorkerView, fleet_view
+
+logger = logging.getLogger(__name__)
+LOG_EVERY_S = 60.0
+# After a worker could not count (no /tokenize, an error, too slow), the deployment's
+# prompts are estimated without asking for this long: a worker without the endpoint, or
+# one too loaded to answer in time, must not cost every admission a failed request.
+BACK_OFF_S = 30.0
+
+
+class WorkerPromptCounts:
+    """Counts asked of workers, remembered per (team, deployment revision, prompt)."""
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self.capacity = capacity
+        self._counts: OrderedDict[bytes, int] = OrderedDict()
+        self._logged_at: dict[str, float] = {}
+        self._unable_until: dict[str, float] = {}
+
+    def remembered(self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
+        key = _key(team_id, deployment, chat)
+        count = self._counts.get(key)
+        if count is not None:
+            self._counts.move_to_end(key)
+        return count
+
+    def remember(
+        self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest, count: int
+    ) -> None:
+        self._counts[_key(team_id, deployment, chat)] = count
+        while len(self._counts) > self.capacity:
+            self._counts.popitem(last=False)
+
+    async def ask(self, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
+        """The worker's count, or None (logged) when no worker could give it in time, or
+        one could not within the last BACK_OFF_S."""
+        if time.monotonic() < self._unable_until.get(deployment.name, float("-inf")):
+            return None
+        workers = await fleet_view.routable(deployment.name)
+        if not workers:
+            self._log(deployment, "no worker is routable to count it")
+            return None
+        worker = _least_busy(workers)
+        try:
+            return await count_prompt_tokens(
+                worker.url,
+                worker.upstream_model,
+                chat.messages,
+                chat.options.get("tools"),
+                chat.text_prompt,
+                deployment.worker_headers,
+                timeout_s=settings.WORKER_COUNT_TIMEOUT_S,
+            )
+        except UpstreamError as exc:
+            self._unable_until[deployment.name] = time.monotonic() + BACK_OFF_S
+            self._log(deployment, f"{exc} (not asked again for {BACK_OFF_S:.0f} s)")
+            return None
+
+    def clear(self) -> None:
+        self._counts.clear()
+        self._logged_at.clear()
+        self._unable_until.clear()
+
+    def _log(self, deployment: DeploymentInfo, why: str) -> None:
+        now = time.monotonic()
+        if now - self._logged_at.get(deployment.name, float("-inf")) < LOG_EVERY_S:
+            return
+        self._logged_at[deployment.name] = now
+        logger.warning(
+            "prompt tokens of %s are estimated (bytes / 3) at admission: %s",
+            deployment.name,
+            why,
+        )
+
+
+def asks_workers(deployment: DeploymentInfo, chat: ChatRequest) -> bool:
+    """Whether the deployment's workers can count this prompt: vLLM and the simulator have
+    /tokenize; an OpenAI-compatible server does not; an image part is the worker's to
+    expand into however many tokens its vision encoder makes."""
+    return (
+        settings.WORKER_COUNT_PROMPTS and deployment.speaks_vllm and chat.first_image_part() is None
+    )
+
+
+def _least_busy(workers: list[WorkerView]) -> WorkerView:
+    return min(workers, key=lambda w: (w.running + w.waiting, w.url))
+
+
+def _key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> bytes:
+    prompt = orjson.dumps(
+        [chat.text_prompt, chat.messages, chat.options.get("tools")],
+        option=orjson.OPT_SORT_KEYS,
+        default=str,
+    )
+    digest = hashlib.blake2b(prompt, digest_size=16)
+    names = (team_id, deployment.name, deployment.served_model_name, deployment.revision)
+    digest.update("\x1f".join(map(str, names)).encode())
+    return digest.digest()
+
+
+worker_prompt_counts = WorkerPromptCounts()

@@ -1,0 +1,172 @@
+"""Prompts of a model whose tokenizer is not on the gateway's host are counted at admission
+by one of its workers (/tokenize), remembered per team, and estimated only when no worker
+can count them (an OpenAI-compatible server, none routable), which the metric says."""
+
+import asyncio
+import http.client
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+import openai
+import pytest
+
+from gateway.accounts import actions
+from inference import fleet
+from inference.chat_request import ChatRequest
+from inference.deployments import DeploymentInfo
+from inference.models import ModelDeployment
+from inference.snapshot import fleet_view
+from inference.worker_prompt_counts import WorkerPromptCounts
+from tests.live import LiveGateway
+from tests.sims import SimProcess
+from tests.waiting import wait_until
+
+SERVED = "vllm:prompt_tokens_total"
+COUNTED = re.compile(
+    r'sluice_prompt_counted_total\{how="(?P<how>\w+)",model="(?P<model>[\w-]+)"\} (?P<value>\S+)'
+)
+# One-letter words: the simulator counts a token per word (about 250 here), the bytes / 3
+# estimate about 180: it fits a 200-token window with 8 to spare, the real count does not.
+LONG = " ".join("abcdefghij"[i % 10] for i in range(250))
+
+
+def chat_of(text: str) -> ChatRequest:
+    return ChatRequest("remote", [{"role": "user", "content": text}], 8, False, False, {})
+
+
+def deployment_info(name: str = "remote") -> DeploymentInfo:
+    return DeploymentInfo(name, Decimal(0), Decimal(0), 0)
+
+
+def counted(gateway: LiveGateway, model: str) -> dict[str, float]:
+    """sluice_prompt_counted_total of `model` from the gateway's /metrics, by `how`."""
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=5)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    found = {}
+    for line in text.splitlines():
+        sample = COUNTED.fullmatch(line)
+        if sample and sample["model"] == model:
+            found[sample["how"]] = float(sample["value"])
+    return found
+
+
+@pytest.fixture
+def remote(redis_url: str) -> Iterator[dict[str, Any]]:
+    """`remote` served by a simulator under a name with no folder on this host (so it is
+    counted by the worker), with a 200-token window; `hosted` an OpenAI-compatible
+    deployment of the same simulator (no /tokenize is asked of it)."""
+    sim, other = SimProcess(), SimProcess()
+    gateway = None
+    try:
+        team = actions.create_team("Acme", requests_per_minute=1000, tokens_per_minute=10**6)
+        deployment = fleet.ensure_deployment("remote", served_model_name="sim")
+        deployment.context_length = 200
+        deployment.save()
+        fleet.register_worker(deployment, sim.url, registered_by="test")
+        hosted = fleet.ensure_deployment("hosted", served_model_name="sim")
+        hosted.worker_kind = ModelDeployment.WorkerKind.OPENAI
+        hosted.context_length = 200
+        hosted.save()
+        fleet.register_worker(hosted, other.url, registered_by="test")
+        gateway = LiveGateway(redis_url)
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+        def served(model: str) -> bool:
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+            )
+            return True
+
+        for model in ("remote", "hosted"):
+            wait_until(partial(served, model), 15, f"{model} served", ignoring=(openai.APIError,))
+        yield {"client": client, "sim": sim, "gateway": gateway}
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        sim.stop()
+        other.stop()
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_prompt_over_the_window_as_the_worker_counts_it_is_refused_before_it_queues(remote):
+    client, sim = remote["client"], remote["sim"]
+    assert chat_of(LONG).estimated_prompt_tokens() + 8 < 200
+    served = sim.metric(SERVED)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="remote", messages=[{"role": "user", "content": LONG}], max_tokens=8
+        )
+    assert refused.value.code == "context_length_exceeded"
+    assert "estimated" not in refused.value.message  # the worker's own count
+    assert sim.metric(SERVED) == served  # counted by /tokenize; never generated
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_reservation_is_the_workers_count_and_a_repeat_is_not_asked_again(remote):
+    client, gateway = remote["client"], remote["gateway"]
+    before = counted(gateway, "remote")
+    messages = [{"role": "user", "content": "count me " * 20}]
+    reply = client.chat.completions.create(model="remote", messages=messages, max_tokens=4)
+    again = client.chat.completions.create(
+        model="remote", messages=messages, max_tokens=4, temperature=0.7
+    )
+    assert reply.usage is not None and again.usage is not None
+    after = counted(gateway, "remote")
+    assert after.get("worker", 0) - before.get("worker", 0) == 1
+    assert after.get("worker_remembered", 0) - before.get("worker_remembered", 0) == 1
+    assert after.get("estimated", 0) == before.get("estimated", 0)
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_an_openai_compatible_deployment_is_estimated_and_says_so(remote):
+    client, gateway = remote["client"], remote["gateway"]
+    before = counted(gateway, "hosted").get("estimated", 0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="hosted", messages=[{"role": "user", "content": "x " * 600}], max_tokens=8
+        )
+    assert "estimated" in refused.value.message
+    client.chat.completions.create(
+        model="hosted", messages=[{"role": "user", "content": "hello"}], max_tokens=2
+    )
+    assert counted(gateway, "hosted").get("estimated", 0) - before == 2
+    assert "worker" not in counted(gateway, "hosted")
+
+
+@pytest.mark.unit
+def test_a_count_remembered_for_one_team_is_not_another_teams():
+    counts = WorkerPromptCounts()
+    deployment, chat = deployment_info(), chat_of("the same prompt")
+    counts.remember(1, deployment, chat, 42)
+    assert counts.remembered(1, deployment, chat) == 42
+    assert counts.remembered(2, deployment, chat) is None
+    assert counts.remembered(1, deployment, chat_of("another prompt")) is None
+    assert counts.remembered(1, deployment_info("other"), chat) is None
+
+
+@pytest.mark.unit
+def test_the_oldest_count_goes_first_when_the_memory_is_full():
+    counts = WorkerPromptCounts(capacity=2)
+    deployment = deployment_info()
+    first, second, third = chat_of("one"), chat_of("two"), chat_of("three")
+    counts.remember(1, deployment, first, 1)
+    counts.remember(1, deployment, second, 2)
+    assert counts.remembered(1, deployment, first) == 1  # used: now the newest
+    counts.remember(1, deployment, third, 3)
+    assert counts.remembered(1, deployment, second) is None
+    assert counts.remembered(1, deployment, first) == 1
+    assert counts.remembered(1, deployment, third) == 3
+
+
+@pytest.mark.live
+def test_no_routable_worker_gives_no_count():
+    fleet_view.invalidate()
+    assert asyncio.run(WorkerPromptCounts().ask(deployment_info("nowhere"), chat_of("hi"))) is None
