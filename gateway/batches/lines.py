@@ -8,7 +8,7 @@ request ids it has already written.
 
 import asyncio
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from caching.exact import CacheDirectives
@@ -35,6 +35,9 @@ class LineResult:
     completion_tokens: int = 0
     cost_micros: int = 0
     request_id: str = ""  # the attempt that gave this answer
+    # The x-sluice-* headers an HTTP reply would carry: what admission changed in the
+    # request (max_tokens clamped, turns trimmed, the prompt compressed) is never silent.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def line_request_id(batch_id: str, line_number: int) -> str:
@@ -83,7 +86,12 @@ async def _chat(line: LineRequest, credential: BatchKeyCredential, request_id: s
         body = await (collect_text_reply(run) if line.url == TEXT else collect_reply(run))
     usage = body["usage"]
     return LineResult(
-        200, body, usage["prompt_tokens"], usage["completion_tokens"], run.cost_micros
+        200,
+        body,
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+        run.cost_micros,
+        headers=run.target.headers(),
     )
 
 
@@ -94,7 +102,7 @@ async def _embeddings(
         credential, lambda: parse_embedding_request(line.encoded_body()), request_id
     )
     run = result.run
-    cost = run.deployment.cost_micros(run.used_tokens, 0, batch=True)
+    cost = run.deployment.cost_micros(run.used_tokens, 0, batch=True, spot=run.on_spot)
     return LineResult(200, result.body(), run.used_tokens, 0, cost)
 
 

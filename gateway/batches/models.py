@@ -107,6 +107,9 @@ class BatchLine(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cost_micros = models.BigIntegerField(default=0)
+    # What the HTTP reply's x-sluice-* headers would have said (max_tokens clamped, turns
+    # trimmed, prompt compressed, the tier "auto" chose): the output line's response.headers.
+    headers = models.JSONField(default=dict, blank=True)
     finished_at = models.DateTimeField()
 
     class Meta:

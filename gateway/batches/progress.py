@@ -173,7 +173,9 @@ def _jsonl(record: dict[str, Any]) -> bytes:
 
 def _output_line(line: BatchLine) -> dict[str, Any]:
     """OpenAI's output line: an answer (any status) has `response`; a malformed line has
-    only `error`, with its line number."""
+    only `error`, with its line number. An answer admission changed (max_tokens clamped,
+    turns trimmed, the prompt compressed, a tier chosen for "auto") also has
+    `response.headers`: the x-sluice-* headers the same request over HTTP would get."""
     record_id = line_request_id(line.batch_id, line.line_number)
     if line.status_code == 0:
         error = {**(line.error or {}), "line": line.line_number}
@@ -184,6 +186,8 @@ def _output_line(line: BatchLine) -> dict[str, Any]:
             "error": error,
         }
     response = {"status_code": line.status_code, "request_id": line.request_id, "body": line.body}
+    if line.headers:
+        response["headers"] = line.headers
     return {"id": record_id, "custom_id": line.custom_id, "response": response, "error": None}
 
 

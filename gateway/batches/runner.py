@@ -241,6 +241,7 @@ def _row(
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost_micros=result.cost_micros,
+        headers=result.headers,
         finished_at=timezone.now(),
     )
 
