@@ -74,7 +74,8 @@ def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
     this very call; kept, the per-token alternatives would make an entry ten to fifty times
     the size of its text, crowding the team's cache out (or be refused by the entry size
     limit anyway); and a semantic hit would hand back the probabilities of another
-    question's tokens.
+    question's tokens. A text completion's integer logprobs ask for them even at 0 (the
+    chosen tokens' own), so any value but absent (or chat's false) counts.
 
     Nor are requests for n > 1 choices: an entry holds one reply, which cannot answer a
     request for several (and a request for several cannot fill an entry a single-choice
@@ -83,9 +84,14 @@ def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
     return (
         (policy.exact_enabled or policy.semantic_enabled)
         and (policy.cache_sampled or exact.is_deterministic(chat))
-        and not chat.options.get("logprobs")
+        and not _asks_logprobs(chat)
         and chat.n == 1
     )
+
+
+def _asks_logprobs(chat: ChatRequest) -> bool:
+    value = chat.options.get("logprobs")
+    return value is not None and value is not False  # 0 asks (a text completion's)
 
 
 def semantic_allowed(chat: ChatRequest) -> bool:

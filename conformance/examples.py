@@ -88,7 +88,8 @@ PROMPT = "The capital of France is"
 
 def completion_bodies(model: str) -> list[dict[str, Any]]:
     """Text completions: the reply and the stream, the prompt echoed (the stream's opening
-    chunk), several choices, a replay from the cache, and every field served."""
+    chunk), several choices, a replay from the cache, integer logprobs (whole, streamed, for
+    several choices), and every field served."""
     plain = {"model": model, "prompt": PROMPT, "max_tokens": 16}
     usage = {"include_usage": True}
     return [
@@ -103,6 +104,9 @@ def completion_bodies(model: str) -> list[dict[str, Any]]:
         {**plain, "n": 2},
         {**plain, "n": 2, "best_of": 2, "stream": True, "stream_options": usage},
         {**plain, "n": 3, "echo": True, "stream": True},
+        {**plain, "logprobs": 2},
+        {**plain, "logprobs": 0, "stream": True, "stream_options": usage},
+        {**plain, "logprobs": 5, "n": 2},
         {**plain, "prompt": [PROMPT], "max_tokens": 1},  # cut at max_tokens: length
         {
             **plain,

@@ -225,7 +225,9 @@ def _text_by_design(param: str, body: dict[str, Any]) -> bool:
         # (vLLM refuses an empty prompt).
         return _refused_prompt(value)
     if param == "logprobs":
-        return value is not None  # the integer form: chat completions take logprobs
+        # with echo, OpenAI scores the prompt too; the gateway echoes the prompt itself and
+        # never has the worker score it, so the pair is refused rather than half answered
+        return value is not None and body.get("echo") is True
     if param == "n":
         return isinstance(value, int) and value > MAX_CHOICES  # as for chat
     if param == "best_of":
@@ -383,7 +385,7 @@ def _text_within_surface(body: dict[str, Any]) -> dict[str, Any]:
     of a form the description allows (a malformed one is left to be refused)."""
     if "prompt" in body and _refused_prompt(body["prompt"]):
         body["prompt"] = TEXT_PROMPT
-    if body.get("logprobs") is not None and type(body["logprobs"]) is int:
+    if type(body.get("logprobs")) is int and body.get("echo") is True:
         del body["logprobs"]
     if type(body.get("n")) is int and body["n"] > MAX_CHOICES:
         del body["n"]

@@ -9,11 +9,18 @@ vLLM streams a tool call as OpenAI does: a first delta with the call's index, id
 function name, then fragments of its JSON arguments under the same index. Reasoning
 (a reasoning parser's output) arrives as `reasoning_content` deltas; newer vLLM versions
 call the field `reasoning`, which is read as the same thing.
+
+Logprobs come in one of two shapes: chat's (`{content: [entry per token]}`), or a text
+completion's legacy one (`{tokens, token_logprobs, top_logprobs, text_offset}`, a list each,
+one entry a token: inference/text_completion.py); each chunk's lists are appended to the
+reply's, in the shape they came in.
 """
 
 from typing import Any
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# A text completion's logprobs (OpenAI's legacy shape): four lists, one entry a token.
+TEXT_LOGPROB_FIELDS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
 
 
 def carries_output(chunk: dict[str, Any]) -> bool:
@@ -65,6 +72,7 @@ class ReplyAssembler:
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.logprob_tokens: list[Any] | None = None  # None: the worker sent no logprobs
+        self.text_logprobs: dict[str, list[Any]] | None = None  # a text completion's
         self.finish_reason: str | None = None
 
     def add(self, chunk: dict[str, Any]) -> None:
@@ -78,9 +86,23 @@ class ReplyAssembler:
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
                 self.logprob_tokens = [*(self.logprob_tokens or []), *logprobs["content"]]
+            elif isinstance(logprobs, dict) and isinstance(logprobs.get("tokens"), list):
+                self._text_logprobs(logprobs)
             finish = choice.get("finish_reason")
             if isinstance(finish, str):
                 self.finish_reason = finish
+
+    def _text_logprobs(self, logprobs: dict[str, Any]) -> None:
+        """Append a chunk's legacy lists; one missing (or not a list) is padded with nulls,
+        so the four stay one entry a token."""
+        count = len(logprobs["tokens"])
+        kept = self.text_logprobs or {field: [] for field in TEXT_LOGPROB_FIELDS}
+        for field in TEXT_LOGPROB_FIELDS:
+            value = logprobs.get(field)
+            kept[field] += (
+                value if isinstance(value, list) and len(value) == count else [None] * count
+            )
+        self.text_logprobs = kept
 
     def _delta(self, delta: dict[str, Any]) -> None:
         if isinstance(delta.get("content"), str):
@@ -140,4 +162,7 @@ class ReplyAssembler:
         return message
 
     def logprobs(self) -> dict[str, Any] | None:
+        """The reply's logprobs in the shape the worker sent them; None if it sent none."""
+        if self.text_logprobs is not None:
+            return dict(self.text_logprobs)
         return None if self.logprob_tokens is None else {"content": self.logprob_tokens}

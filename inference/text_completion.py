@@ -9,9 +9,16 @@ fields and defaults (max_tokens 16, as OpenAI's), the worker's text chunks read 
 way out (`text_chunk`, `text_reply`). The semantic cache never answers one: a prompt to be
 continued has no question whose paraphrase would have the same continuation.
 
+`logprobs` is OpenAI's integer form here (0 to 5 alternatives a token), passed to the
+worker as it is: vLLM answers it on /v1/completions in the same legacy shape (`tokens`,
+`token_logprobs`, `top_logprobs`, `text_offset`), which rides the pipeline's chat chunks
+under each choice unchanged and is written back as it came (whole replies concatenate the
+chunks' lists: inference/reply.py). Such a request bypasses the caches, as chat's does.
+
 Not served, each refused by name: several prompts in one request, token-id prompts,
-`logprobs` (OpenAI's integer form here; chat completions take logprobs), and `best_of`
-above `n` (vLLM no longer samples best-of).
+`logprobs` with `echo` (the prompt's own logprobs: the gateway echoes the prompt itself, and
+the worker is never asked to score it), and `best_of` above `n` (vLLM no longer samples
+best-of).
 """
 
 from typing import Any
@@ -32,10 +39,12 @@ __all__ = [
     "echo_chunk",
     "parse_text_completion",
     "text_chunk",
+    "text_logprobs",
     "text_reply",
 ]
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_LOGPROBS = 5  # OpenAI's limit for the integer logprobs (vLLM's --max-logprobs is 20)
 MAX_SUFFIX_CHARS = 64 * 1024
 # The sampling options a text prompt takes: the chat ones less those about messages, tools
 # and structured replies' formats (vLLM's guided fields still apply to text).
@@ -72,22 +81,20 @@ def text_completion_from(body: Any) -> ChatRequest:
             "candidates than are returned is not supported.",
             "best_of",
         )
-    if body.get("logprobs") is not None:
-        raise InvalidRequest(
-            "'logprobs' is not served on /v1/completions; /v1/chat/completions takes "
-            "logprobs and top_logprobs.",
-            "logprobs",
-        )
     echo = body.get("echo")
     if echo is not None and not isinstance(echo, bool):
         raise InvalidRequest("'echo' must be a boolean.", "echo")
+    logprobs = _logprobs(body.get("logprobs"), bool(echo))
     suffix = body.get("suffix")
     if suffix is not None and (not isinstance(suffix, str) or len(suffix) > MAX_SUFFIX_CHARS):
         raise InvalidRequest(
             f"'suffix' must be a string of at most {MAX_SUFFIX_CHARS} characters.", "suffix"
         )
     stream, include_usage = check_stream(body)
-    options = check_options(body)
+    # logprobs is checked above in its integer form (chat's is a boolean)
+    options = check_options({k: v for k, v in body.items() if k != "logprobs"})
+    if logprobs is not None:
+        options["logprobs"] = logprobs
     if suffix:  # for a worker that takes it (vLLM refuses it: relayed as its 400)
         options["suffix"] = suffix
     return ChatRequest(
@@ -101,6 +108,37 @@ def text_completion_from(body: Any) -> ChatRequest:
         text_prompt=prompt,
         echo=bool(echo),
     )
+
+
+def _logprobs(value: Any, echo: bool) -> int | None:
+    """OpenAI's integer logprobs: how many alternatives to return beside each chosen token
+    (0: the chosen token's own logprob only). With echo, OpenAI scores the prompt's tokens
+    too; the gateway echoes the prompt itself and never has the worker score it, so the
+    pair is refused rather than answered without the prompt's half."""
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= MAX_LOGPROBS:  # not True, not 1.0
+        raise InvalidRequest(
+            f"'logprobs' must be an integer from 0 to {MAX_LOGPROBS} (how many alternatives "
+            "to return for each token; /v1/chat/completions takes logprobs: true and "
+            "top_logprobs).",
+            "logprobs",
+        )
+    if echo:
+        raise InvalidRequest(
+            "'logprobs' with 'echo' is not served: the prompt's own logprobs are not "
+            "returned. Ask without echo for the generated tokens' logprobs.",
+            "logprobs",
+        )
+    return value
+
+
+def text_logprobs(value: Any) -> dict[str, Any] | None:
+    """A choice's logprobs when they are the legacy text form (a worker's, read
+    defensively), else None."""
+    if isinstance(value, dict) and isinstance(value.get("tokens"), list):
+        return value
+    return None
 
 
 def _prompt(value: Any) -> str:
@@ -131,6 +169,8 @@ def as_chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
         {
             "index": choice.get("index", 0),
             "delta": {"content": choice["text"] if isinstance(choice.get("text"), str) else ""},
+            # the legacy form rides along unchanged, for text_chunk and the reply assembler
+            "logprobs": text_logprobs(choice.get("logprobs")),
             "finish_reason": choice.get("finish_reason"),
         }
         for choice in (choices if isinstance(choices, list) else [])
@@ -146,12 +186,14 @@ def text_chunk(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any] | N
     for choice in chunk.get("choices") or []:
         delta = choice.get("delta") or {}
         text = delta.get("content") if isinstance(delta.get("content"), str) else ""
-        if text or choice.get("finish_reason") is not None:
+        logprobs = text_logprobs(choice.get("logprobs"))
+        # a token that decodes to no text yet (part of a character) still has its logprob
+        if text or logprobs is not None or choice.get("finish_reason") is not None:
             choices.append(
                 {
                     "index": choice.get("index", 0),
                     "text": text,
-                    "logprobs": None,
+                    "logprobs": logprobs,
                     "finish_reason": choice.get("finish_reason"),
                 }
             )
@@ -198,7 +240,7 @@ def text_reply(chat_reply: dict[str, Any], chat: ChatRequest) -> dict[str, Any]:
             {
                 "index": choice["index"],
                 "text": echoed + (choice["message"].get("content") or ""),
-                "logprobs": None,
+                "logprobs": text_logprobs(choice.get("logprobs")),
                 "finish_reason": choice["finish_reason"],
             }
             for choice in chat_reply["choices"]

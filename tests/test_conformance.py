@@ -231,7 +231,7 @@ TEXT_BY_DESIGN: list[tuple[dict[str, Any], str]] = [
     ({"prompt": [""]}, "prompt"),
     ({"prompt": []}, "prompt"),
     ({"prompt": None}, "prompt"),
-    ({"logprobs": 0}, "logprobs"),
+    ({"logprobs": 0, "echo": True}, "logprobs"),
     ({"n": 9}, "n"),
     ({"best_of": 3, "n": 2}, "best_of"),
     ({"max_tokens": 0}, "max_tokens"),
@@ -260,6 +260,8 @@ def test_a_text_completions_documented_refusals_are_the_gateways_and_narrow():
         {"prompt": ["one"]},
         {"n": 8, "best_of": 8},
         {"max_tokens": 1, "logprobs": None, "echo": True},
+        {"logprobs": 0},
+        {"logprobs": 5, "echo": False},
     ):
         body = {**TEXT, **served}
         assert text_completion_from(body)

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
+from typing import Any
 
 import openai
 import pytest
@@ -154,6 +155,27 @@ def test_make_run_answers_with_the_real_model_prints_working_curl_lines_and_stop
         extra_headers={"Cache-Control": "no-cache"},
     )
     assert "".join(c.choices[0].text for c in streamed if c.choices) == text.choices[0].text
+    # Integer logprobs: the real worker's legacy shape, relayed whole and chunk by chunk.
+    scoring: dict[str, Any] = {
+        "model": EMBEDDED_MODEL,
+        "prompt": "The capital of France is",
+        "max_tokens": 4,
+        "temperature": 0,
+        "logprobs": 2,
+    }
+    scored = client.completions.create(**scoring)
+    logprobs = scored.choices[0].logprobs
+    assert logprobs is not None and logprobs.tokens and logprobs.top_logprobs
+    assert "".join(logprobs.tokens) == scored.choices[0].text
+    assert len(logprobs.token_logprobs or []) == len(logprobs.tokens)
+    assert all(1 <= len(top) <= 3 for top in logprobs.top_logprobs)  # the token and 2 others
+    streamed_tokens = [
+        token
+        for chunk in client.completions.create(**scoring, stream=True)
+        for choice in chunk.choices
+        for token in (choice.logprobs.tokens or [] if choice.logprobs else [])
+    ]
+    assert streamed_tokens == logprobs.tokens
     # Tool calling with a named function: the real worker's structured output makes the call.
     weather: ChatCompletionFunctionToolParam = {
         "type": "function",

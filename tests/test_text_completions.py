@@ -1,7 +1,8 @@
 """Text completions (/v1/completions) with the official openai client, through a live gateway
 and the simulator: the same admission, exact cache, settlement and ledger as chat, OpenAI's
-text_completion shape streamed and not, echo, n, the 16-token default, clear refusals of
-what is not served, and batch lines for the endpoint."""
+text_completion shape streamed and not, echo, n, the 16-token default, OpenAI's integer
+logprobs (whole, streamed, never cached), clear refusals of what is not served, and batch
+lines for the endpoint."""
 
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference.chat_options import InvalidRequest
-from inference.text_completion import text_completion_from
+from inference.reply import ReplyAssembler
+from inference.text_completion import as_chat_chunk, text_chunk, text_completion_from
 from tests.batch_stack import jsonl
 from tests.waiting import wait_until
 
@@ -25,7 +27,13 @@ PROMPT = "def fibonacci(n):"
         ({"prompt": [1, 2, 3]}, "prompt"),
         ({"prompt": ""}, "prompt"),
         ({"prompt": None}, "prompt"),
-        ({"logprobs": 2}, "logprobs"),
+        ({"logprobs": 6}, "logprobs"),
+        ({"logprobs": -1}, "logprobs"),
+        ({"logprobs": True}, "logprobs"),
+        ({"logprobs": 1.0}, "logprobs"),
+        ({"logprobs": 2, "echo": True}, "logprobs"),
+        ({"logprobs": 0, "echo": True}, "logprobs"),
+        ({"top_logprobs": 2}, "top_logprobs"),
         ({"best_of": 3}, "best_of"),
         ({"best_of": True}, "best_of"),
         ({"best_of": 1.0}, "best_of"),
@@ -68,6 +76,42 @@ def test_a_prompt_is_sent_as_a_prompt_to_the_workers_completions_endpoint():
     assert body["prompt"] == PROMPT and "messages" not in body
     assert body["max_tokens"] == 16  # OpenAI's default for text completions
     assert body["temperature"] == 0 and body["top_k"] == 5
+
+
+@pytest.mark.unit
+def test_integer_logprobs_reach_the_worker_as_they_were_sent():
+    for asked in (0, 5):
+        body = text_completion_from({"model": "m", "prompt": PROMPT, "logprobs": asked})
+        assert body.upstream_body()["logprobs"] == asked
+    assert "logprobs" not in text_completion_from({"model": "m", "prompt": PROMPT}).options
+
+
+def vllm_text_chunk(text: str, offset: int, finish: str | None = None) -> dict[str, Any]:
+    """A chunk as vLLM's /v1/completions streams it with logprobs: 1."""
+    logprobs = {
+        "tokens": [text],
+        "token_logprobs": [-0.5],
+        "top_logprobs": [{text: -0.5, " x": -1.5}],
+        "text_offset": [offset],
+    }
+    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
+    return {"id": "cmpl-w", "object": "text_completion", "created": 1, "choices": [choice]}
+
+
+@pytest.mark.unit
+def test_a_workers_legacy_logprobs_are_relayed_per_chunk_and_concatenated_whole():
+    chunks = [as_chat_chunk(vllm_text_chunk(t, o)) for t, o in (("Hi", 0), (" there", 2))]
+    relayed = [text_chunk(chunk, include_usage=False) for chunk in chunks]
+    assert [r["choices"][0]["logprobs"]["tokens"] for r in relayed if r] == [["Hi"], [" there"]]
+    whole = ReplyAssembler()
+    for chunk in chunks:
+        whole.add(chunk)
+    assert whole.logprobs() == {
+        "tokens": ["Hi", " there"],
+        "token_logprobs": [-0.5, -0.5],
+        "top_logprobs": [{"Hi": -0.5, " x": -1.5}, {" there": -0.5, " x": -1.5}],
+        "text_offset": [0, 2],
+    }
 
 
 def recorded(request_id: str) -> UsageRecord | None:
@@ -135,6 +179,78 @@ def test_echo_puts_the_prompt_first_streamed_and_not(platform):
     )
     first = next(iter(stream))
     assert first.choices[0].text == PROMPT
+
+
+def check_logprobs(logprobs: Any, text: str, alternatives: int) -> None:
+    """OpenAI's legacy shape: the tokens spell the text, each at its offset, with its own
+    logprob among its top entries (the chosen token and up to `alternatives` others)."""
+    assert logprobs is not None
+    tokens = logprobs.tokens
+    assert "".join(tokens) == text and tokens
+    assert logprobs.text_offset == [len("".join(tokens[:i])) for i in range(len(tokens))]
+    lists = (tokens, logprobs.token_logprobs, logprobs.top_logprobs)
+    for token, logprob, top in zip(*lists, strict=True):  # as long as each other
+        assert logprob <= 0 and top[token] == logprob
+        assert 1 <= len(top) <= alternatives + 1 and max(top.values()) == logprob
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.live
+def test_integer_logprobs_come_back_whole_and_per_chunk_and_are_never_cached(platform):
+    client: openai.OpenAI = platform["client"]
+    ask: dict[str, Any] = {
+        "model": "small-model",
+        "prompt": PROMPT,
+        "max_tokens": 8,
+        "temperature": 0,
+        "logprobs": 2,
+    }
+    raw = client.completions.with_raw_response.create(**ask)
+    assert raw.headers["x-sluice-cache"] == "bypass"
+    [choice] = raw.parse().choices
+    check_logprobs(choice.logprobs, choice.text, alternatives=2)
+    usage = raw.parse().usage
+    assert usage is not None and len(choice.logprobs.tokens) == usage.completion_tokens
+
+    streamed: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": []}
+    offsets: list[int] = []
+    for chunk in client.completions.create(**ask, stream=True):
+        for part in chunk.choices:
+            if part.text:  # every chunk with a token carries that token's logprobs
+                assert part.logprobs is not None and part.logprobs.tokens == [part.text]
+            if part.logprobs is not None:
+                for field, kept in streamed.items():
+                    kept += getattr(part.logprobs, field)
+                offsets += part.logprobs.text_offset or []
+    assert streamed == {
+        "tokens": choice.logprobs.tokens,
+        "token_logprobs": choice.logprobs.token_logprobs,
+        "top_logprobs": choice.logprobs.top_logprobs,
+    }
+    assert offsets == choice.logprobs.text_offset
+
+    # 0 still asks for logprobs (the chosen token's own): not cached either
+    for _ in range(2):
+        zero = client.completions.with_raw_response.create(**{**ask, "logprobs": 0})
+        assert zero.headers["x-sluice-cache"] == "bypass"
+    [only] = zero.parse().choices
+    check_logprobs(only.logprobs, only.text, alternatives=0)
+    assert all(len(top) == 1 for top in only.logprobs.top_logprobs)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.live
+def test_each_of_n_choices_has_its_own_logprobs_and_echo_with_logprobs_is_refused(platform):
+    client: openai.OpenAI = platform["client"]
+    reply = client.completions.create(
+        model="small-model", prompt=PROMPT, max_tokens=6, n=2, logprobs=1
+    )
+    for choice in reply.choices:
+        check_logprobs(choice.logprobs, choice.text, alternatives=1)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="small-model", prompt=PROMPT, echo=True, logprobs=1)
+    assert refused.value.body["param"] == "logprobs"  # type: ignore[index]
+    assert "'echo'" in refused.value.body["message"]  # type: ignore[index]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ simply not found (the API answers 404, never 403, so ids cannot be probed).
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +36,17 @@ class ConversationNotFound(Exception):
 
 
 @dataclass(frozen=True)
+class ToolResult:
+    """A tool's result that the client sent back: the call it answers, and its text."""
+
+    tool_call_id: str
+    content: str
+
+
+@dataclass(frozen=True)
 class Reply:
-    """A finished (or stopped) reply, as the socket saw it."""
+    """A finished (or stopped) reply, as the socket saw it: its text, and the tool calls it
+    made (None: text only)."""
 
     content: str
     model: str
@@ -48,6 +57,7 @@ class Reply:
     cost_micros: int
     ttft_ms: int | None
     stopped: bool
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class RecordedExchange:
     conversation_id: int
     user_message_id: int | None
     reply_id: int
+    tool_message_ids: tuple[int, ...] = ()
 
 
 def owned_conversation(user_id: int, conversation_id: Any) -> Conversation:
@@ -102,8 +113,12 @@ def record_exchange(
     question: str | None,
     reply: Reply,
     replace_from: int | None = None,
+    tool_results: Sequence[ToolResult] = (),
 ) -> RecordedExchange:
-    """Keep a question and its reply, once the reply is done or stopped.
+    """Keep a question (or the tool results the reply follows) and its reply, once the
+    reply is done or stopped. A reply that calls tools keeps its calls, and the results
+    sent back with the next message are kept before that message's reply, so the
+    conversation reads back in the order a worker must be sent it.
 
     `replace_from`: the id of an earlier user message this exchange replaces (regenerate,
     or edit and resend): it and everything after it go, in the same transaction, so a
@@ -128,10 +143,20 @@ def record_exchange(
             and not conversation.messages.exclude(pk=asked.pk).exists()
         ):
             conversation.title = title_from(question)
+    results = [
+        Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.TOOL,
+            content=result.content,
+            tool_call_id=result.tool_call_id,
+        )
+        for result in tool_results
+    ]
     answered = Message.objects.create(
         conversation=conversation,
         role=Message.Role.ASSISTANT,
         content=reply.content,
+        tool_calls=reply.tool_calls,
         model=reply.model[:MODEL_MAX_LENGTH],
         request_id=reply.request_id,
         prompt_tokens=reply.prompt_tokens,
@@ -143,7 +168,12 @@ def record_exchange(
     )
     conversation.updated_at = timezone.now()
     conversation.save(update_fields=["title", "updated_at"])
-    return RecordedExchange(conversation.pk, asked.pk if asked else None, answered.pk)
+    return RecordedExchange(
+        conversation.pk,
+        asked.pk if asked else None,
+        answered.pk,
+        tuple(result.pk for result in results),
+    )
 
 
 def title_from(question: str) -> str:

@@ -76,7 +76,14 @@ def conversation_summary(conversation: Conversation) -> dict[str, Any]:
 
 
 def message_fields(message: Message) -> dict[str, Any]:
+    """A message as the page and other clients read it back; a reply's `tool_calls` and a
+    tool result's `tool_call_id` are there only when it has them, in OpenAI's message shape,
+    so the list can be sent back to the socket as it is."""
     fields: dict[str, Any] = {"id": message.pk, "role": message.role, "content": message.content}
+    if message.tool_calls:
+        fields["tool_calls"] = message.tool_calls
+    if message.role == Message.Role.TOOL:
+        fields["tool_call_id"] = message.tool_call_id
     if message.role == Message.Role.ASSISTANT:
         fields.update(
             model=message.model,

@@ -7,6 +7,9 @@ of their team is refused at their next message, not at their next connection. Er
 the same table, so a fault has the same code here as over HTTP. Message rates and failed
 authentications are limited per socket and per client address (gateway/chat/limits.py).
 
+A reply's chunks go out as events (gateway/chat/events.py): text as `delta`, tool calls as
+`tool_call_delta`; `done` says how it ended and repeats the calls assembled.
+
 When the process drains (SIGTERM, gateway/drain.py), each socket is a `DrainableSocket`:
 an idle one is told at once that the server is restarting (an `error` event,
 `503 service_unavailable`, which the web chat shows before it reconnects) and closed with
@@ -29,6 +32,7 @@ from foundation.redis_clients import RedisUnavailable
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import limits_for_team
+from gateway.chat.events import chunk_events, ending
 from gateway.chat.history import ChatThread, completion_body, reply_figures
 from gateway.chat.limits import SocketLimits
 from gateway.drain import drain
@@ -43,6 +47,7 @@ from gateway.serving.context_trim import POLICY_FIELD, Policy, with_requested_po
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, Busy, api_error
 from gateway.serving.pipeline import new_request_id, open_completion
 from inference.chat_request import ChatRequest, InvalidRequest, chat_request_from
+from inference.reply import ReplyAssembler
 
 logger = logging.getLogger(__name__)
 
@@ -215,18 +220,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _reply(self, body: dict[str, Any], thread: ChatThread, policy: object) -> None:
         request_id = new_request_id()
-        text: list[str] = []
+        reply = ReplyAssembler()  # what is kept in the thread, and how the reply ended
 
         def read() -> ChatRequest:  # validated after authentication, the policy with it
-            chat = chat_request_from(body)
-            if chat.n != 1:
-                # The socket relays one reply's text into one thread (docs/websocket.md).
-                raise InvalidRequest(
-                    "The web chat streams one reply: n must be 1. Use POST "
-                    "/v1/chat/completions for several choices.",
-                    "n",
-                )
-            return with_requested_policy(chat, policy, POLICY_FIELD)
+            return with_requested_policy(socket_request(body), policy, POLICY_FIELD)
 
         try:
             # The same caches as the HTTP API (a sampled chat bypasses them unless the
@@ -239,7 +236,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         async with run:  # its exit settles: reconciles the reservation, bills what was made
             try:
                 async for chunk in run.stream():
-                    text.append(await self._relay(request_id, chunk))
+                    reply.add(chunk)
+                    for relayed in chunk_events(request_id, chunk):
+                        await self.send_json(relayed)
             except DOMAIN_ERRORS as exc:
                 self.streaming = False  # settles on the way out; the client may go on
                 await self._error(api_error(exc), request_id)
@@ -255,7 +254,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         model, cache = run.deployment.name, str(run.cache_result)
         # Messages left out to fit the context window: the web chat tells the user.
         trimmed = run.target.context_trimmed
-        saved = await thread.record(body, run, "".join(text), stopped=event == "stopped")
+        saved = await thread.record(body, run, reply, stopped=event == "stopped")
         self.streaming = False  # the client may send its next message once it reads this
         await self.send_json(
             {
@@ -264,6 +263,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 "model": model,  # for model "auto", the deployment it routed to
                 "cache": cache,
                 "usage": usage,
+                **ending(reply),
                 **reply_figures(run),
                 **({"context_trimmed": trimmed} if trimmed else {}),
                 **saved,
@@ -304,16 +304,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return  # no longer authorized: the next chat message says why
         await self.send_json({"type": "quota", "limits": [item.as_dict() for item in usage]})
 
-    async def _relay(self, request_id: str, chunk: dict[str, Any]) -> str:
-        """Send the chunk's text on; returns it, for the reply that is kept."""
-        sent = []
-        for choice in chunk.get("choices", []):
-            text = (choice.get("delta") or {}).get("content")
-            if text:
-                await self.send_json({"type": "delta", "id": request_id, "content": text})
-                sent.append(text)
-        return "".join(sent)
-
     async def _error(self, error: ApiError, request_id: str | None = None) -> None:
         event: dict[str, Any] = {"type": "error", **error.body()}
         if request_id is not None:
@@ -322,6 +312,28 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if retry_after.isdigit():  # a quota or a busy queue: when to try again, in seconds
             event["retry_after"] = int(retry_after)
         await self.send_json(event)
+
+
+def socket_request(body: dict[str, Any]) -> ChatRequest:
+    """A `chat` message's completion, validated as the HTTP API validates one (tools
+    included: inference/chat_tools.py), less what the socket cannot relay: several choices
+    (one reply streams into one thread) and the legacy functions fields (their calls would
+    come back as tool calls, which a client of that era does not read)."""
+    chat = chat_request_from(body)
+    if chat.n != 1:
+        raise InvalidRequest(
+            "The web chat streams one reply: n must be 1. Use POST "
+            "/v1/chat/completions for several choices.",
+            "n",
+        )
+    if chat.legacy_functions:
+        field = "functions" if body.get("functions") is not None else "function_call"
+        raise InvalidRequest(
+            "The socket takes tools and tool_choice; the legacy functions and "
+            "function_call are served by POST /v1/chat/completions.",
+            field,
+        )
+    return chat
 
 
 def _generation_ended(task: "asyncio.Task[None]") -> None:

@@ -5,6 +5,12 @@ done (or stopped), the question and the reply, with its model, tokens, cache res
 and time to first token, are saved to it (gateway/chat/actions.py). The consumer only
 calls `ChatThread.from_message` before the reply and `record` after it; the page sends the
 whole message list each time, so the socket never has to read the history back.
+
+With tools, an exchange may begin with tool results instead of a question: a reply that
+called tools is kept with its calls, and the next message's trailing `tool` messages (the
+results, each with the id of the call it answers) are kept before that message's reply. The
+conversation then reads back (`/chat/api/`) as the message list a worker takes: the user's
+question, the assistant's calls, each result, the answer.
 """
 
 import logging
@@ -20,6 +26,7 @@ from gateway.chat.models import Message
 from gateway.serving.admission import Credential, SessionUserCredential
 from gateway.serving.completion import Completion
 from gateway.serving.errors import ApiError
+from inference.reply import ReplyAssembler
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +48,9 @@ def reply_figures(run: Completion) -> dict[str, Any]:
     cost = (
         0
         if run.served_without_generating
-        else run.deployment.cost_micros(prompt, completion, cached_prompt_tokens=cached)
+        else run.deployment.cost_micros(
+            prompt, completion, cached_prompt_tokens=cached, spot=run.on_spot
+        )
     )
     ttft_ms = None if run.ttft_s is None else round(run.ttft_s * 1000)
     return {"cost_micros": cost, "ttft_ms": ttft_ms}
@@ -81,9 +90,10 @@ class ChatThread:
         return cls(credential.user_id, conversation, replace_from)
 
     async def record(
-        self, body: dict[str, Any], run: Completion, text: str, stopped: bool
+        self, body: dict[str, Any], run: Completion, assembled: ReplyAssembler, stopped: bool
     ) -> dict[str, Any]:
-        """Save the question and reply; the ids for the done event ({} when not kept).
+        """Save the question (or the tool results) and the reply, its tool calls with it; the
+        ids for the done event ({} when not kept).
         A conversation deleted while its reply streamed, or a database failure, loses
         only this record: the reply has reached the user and been billed already."""
         if self.user_id is None or self.conversation_id is None:
@@ -91,7 +101,7 @@ class ChatThread:
         prompt, completion = run.used_tokens()
         figures = reply_figures(run)
         reply = actions.Reply(
-            content=text,
+            content=assembled.text,
             model=run.deployment.name,
             request_id=run.request_id,
             prompt_tokens=prompt,
@@ -100,20 +110,28 @@ class ChatThread:
             cost_micros=figures["cost_micros"],
             ttft_ms=figures["ttft_ms"],
             stopped=stopped,
+            tool_calls=assembled.tool_calls,
         )
         try:
             saved = await sync_to_async(actions.record_exchange)(
-                self.user_id, self.conversation_id, _question(body), reply, self.replace_from
+                self.user_id,
+                self.conversation_id,
+                _question(body),
+                reply,
+                self.replace_from,
+                _tool_results(body),
             )
         except actions.ConversationNotFound:
             return {}
         except DatabaseError:
             logger.exception("conversation %s: reply not saved", self.conversation_id)
             return {}
+        ids = {"tool_message_ids": list(saved.tool_message_ids)} if saved.tool_message_ids else {}
         return {
             "conversation": saved.conversation_id,
             "message_id": saved.reply_id,
             "user_message_id": saved.user_message_id,
+            **ids,
         }
 
 
@@ -127,10 +145,27 @@ def _question(body: dict[str, Any]) -> str | None:
     last = messages[-1] if isinstance(messages, list) and messages else None
     if not isinstance(last, dict) or last.get("role") != "user":
         return None
-    content = last.get("content")
-    if isinstance(content, list):  # text parts (the only kind that passes validation)
+    return _text(last.get("content"))
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, list):  # text parts (the kind a question or a result keeps)
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else None
+
+
+def _tool_results(body: dict[str, Any]) -> list[actions.ToolResult]:
+    """The tool results this reply follows: the tool messages that end the list (after the
+    assistant's turn that called them), in order."""
+    messages = body.get("messages")
+    results: list[actions.ToolResult] = []
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        call_id = message.get("tool_call_id")
+        if isinstance(call_id, str):  # validated before the reply: always, here
+            results.append(actions.ToolResult(call_id, _text(message.get("content")) or ""))
+    return results[::-1]
 
 
 def _question_ids(user_id: int, conversation_id: int) -> set[int] | None:

@@ -7,6 +7,8 @@ socket (gateway/chat/history.py) only read and call those.
 from django.conf import settings
 from django.db import models
 
+from inference.chat_tools import MAX_CALL_ID_CHARS
+
 DEFAULT_TITLE = "New conversation"
 TITLE_MAX_LENGTH = 200
 MODEL_MAX_LENGTH = 200
@@ -37,17 +39,24 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
-    """A user's message or a reply; a reply records what it cost and how it was served."""
+    """A user's message, a reply, or a tool's result; a reply records what it cost and how
+    it was served, and the tool calls it made, each answered by a later tool message."""
 
     class Role(models.TextChoices):
         USER = "user", "User"
         ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
     role = models.CharField(max_length=10, choices=Role.choices)
-    content = models.TextField()
+    content = models.TextField()  # a reply that only calls tools has none: ""
+    # A reply's tool calls as OpenAI's assistant message has them ([{id, type: function,
+    # function: {name, arguments}}]); null for a reply of text only.
+    tool_calls = models.JSONField(null=True, blank=True)
+    # A tool message: the id of the call whose result it is.
+    tool_call_id = models.CharField(max_length=MAX_CALL_ID_CHARS, blank=True)
     # Replies only: the deployment that answered (for model "auto", the one it routed to),
     # the request id (the usage ledger's), tokens, the caches' outcome, cost and latency.
     model = models.CharField(max_length=MODEL_MAX_LENGTH, blank=True)

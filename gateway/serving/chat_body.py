@@ -45,6 +45,6 @@ def _choice(run: Completion, reply: ReplyAssembler) -> dict[str, Any]:
         message, finish = legacy_message(message, finish)
     # OpenAI's schema requires refusal (null: no worker here refuses) beside the content.
     message, logprobs = {**message, "refusal": None}, reply.logprobs()
-    if logprobs is not None:
+    if logprobs is not None and "content" in logprobs:  # chat's shape (not a text completion's)
         logprobs["refusal"] = None
     return {"index": reply.index, "message": message, "logprobs": logprobs, "finish_reason": finish}

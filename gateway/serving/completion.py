@@ -219,6 +219,11 @@ class Completion:
         produced = self.chunks_with_text
         return (self.chat.estimated_prompt_tokens() if produced else 0), produced
 
+    @property
+    def on_spot(self) -> bool:
+        """Served by a worker labelled spot: billed at the deployment's spot discount."""
+        return self.dispatched_to is not None and self.dispatched_to.spot
+
     def cached_prompt_tokens(self) -> int:
         """How much of the prompt the worker read from its prefix cache, as it reported
         (vLLM's prompt_tokens_details, with --enable-prompt-tokens-details); a reply from

@@ -38,9 +38,8 @@ _retrying: set["asyncio.Task[None]"] = set()
 
 async def settle(run: "Completion") -> None:
     prompt, completion = await run.billed_tokens()
-    spot = run.dispatched_to is not None and run.dispatched_to.spot
     cost = run.cost_micros = run.deployment.cost_micros(
-        prompt, completion, bool(run.reservation.batch_id), run.cached_prompt_tokens(), spot
+        prompt, completion, bool(run.reservation.batch_id), run.cached_prompt_tokens(), run.on_spot
     )
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)

@@ -16,7 +16,8 @@ vLLM would stream for it. Deterministic: the same request always gets the same r
 - n choices, when asked: each its own words (tool calls and scripted replies are the same
   in every choice), streamed interleaved under their indices (server.py).
 - Logprobs, when asked: every piece carries its token's logprob (and `top_logprobs`
-  alternatives), drawn from the token's hash.
+  alternatives), drawn from the token's hash; for a text completion's integer `logprobs`,
+  in OpenAI's legacy shape (`text_logprobs`), as vLLM's /v1/completions answers it.
 """
 
 import hashlib
@@ -162,3 +163,17 @@ def logprobs(token: str, position: int, alternatives: int) -> dict[str, Any]:
         alternative = chosen - rank * (1 + digest[(rank + 7) % len(digest)] / 255)
         top.append({"token": word, "logprob": alternative, "bytes": list(word.encode())})
     return {**entry, "top_logprobs": top[:alternatives]}
+
+
+def text_logprobs(token: str, position: int, offset: int, alternatives: int) -> dict[str, Any]:
+    """A text completion's logprobs for one token, as vLLM's /v1/completions sends them:
+    the four lists of OpenAI's legacy shape, one entry each; the top entry maps the chosen
+    token and up to `alternatives` others to their logprobs (up to alternatives + 1 in all,
+    as OpenAI's). `offset`: where the token starts in the generated text."""
+    entry = logprobs(token, position, alternatives + 1)
+    return {
+        "tokens": [token],
+        "token_logprobs": [entry["logprob"]],
+        "top_logprobs": [{top["token"]: top["logprob"] for top in entry["top_logprobs"]}],
+        "text_offset": [offset],
+    }

@@ -14,7 +14,7 @@ from inference.sim.engine import Engine, Scheduler, SimRequest
 from inference.sim.fixed import FixedLatencyEngine
 from inference.sim.metrics import SimMetrics
 from inference.sim.profiles import Profile
-from inference.sim.replies import Reply, logprobs, reply_for
+from inference.sim.replies import Reply, logprobs, reply_for, text_logprobs
 from inference.sim.sleep import DEFAULT_WAKE_S, SLEEP, add_routes, refusal
 from inference.sim.text import prompt_tokens
 from inference.text_completion import DEFAULT_MAX_TOKENS, TEXT_PATH, text_chunk
@@ -120,8 +120,8 @@ def _chunk(
     index: int = 0,
 ) -> dict[str, Any]:
     choice: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": finish}
-    if token_logprobs is not None:
-        choice["logprobs"] = {"content": [token_logprobs]}
+    if token_logprobs is not None:  # in the endpoint's shape already (_logprobs_for)
+        choice["logprobs"] = token_logprobs
     payload = {
         "id": request_id,
         "object": "chat.completion.chunk",
@@ -132,10 +132,18 @@ def _chunk(
     return payload
 
 
-def _logprobs_for(options: dict[str, Any], token: str, position: int) -> dict[str, Any] | None:
-    if options.get("logprobs") is not True:
+def _logprobs_for(
+    options: dict[str, Any], token: str, position: int, offset: int, text: bool
+) -> dict[str, Any] | None:
+    """A choice's logprobs for one token when asked: chat's `{content: [entry]}` for
+    `logprobs: true`, a text completion's legacy lists for its integer `logprobs`
+    (`offset`: where the token starts in the choice's text)."""
+    asked = options.get("logprobs")
+    if text and type(asked) is int:
+        return text_logprobs(token, position, offset, asked)
+    if text or asked is not True:
         return None
-    return logprobs(token, position, int(options.get("top_logprobs") or 0))
+    return {"content": [logprobs(token, position, int(options.get("top_logprobs") or 0))]}
 
 
 def _usage(requests: list[SimRequest]) -> dict[str, Any]:
@@ -164,8 +172,8 @@ async def _interleaved(requests: list[SimRequest]) -> AsyncIterator[tuple[int, s
 
 
 def _reply_fields(reply: ReplyAssembler, text: bool) -> dict[str, Any]:
-    if text:  # a text completion's choice
-        return {"text": reply.text, "logprobs": None}
+    if text:  # a text completion's choice (logprobs in the legacy shape, when asked)
+        return {"text": reply.text, "logprobs": reply.logprobs()}
     return {"message": reply.message(), "logprobs": reply.logprobs()}
 
 
@@ -233,8 +241,9 @@ async def _chat_completions(http: web.Request) -> web.StreamResponse:
             if token is None:
                 continue
             piece = replies[index].pieces[positions[index]]
-            lp = _logprobs_for(options, token, positions[index])
-            logprobs_part = {"logprobs": {"content": [lp]}} if lp is not None else {}
+            offset = len(assembled[index].text)
+            lp = _logprobs_for(options, token, positions[index], offset, text)
+            logprobs_part = {"logprobs": lp} if lp is not None else {}
             choice_part = {"index": index, "delta": piece.delta, **logprobs_part}
             assembled[index].add({"choices": [choice_part]})
             positions[index] += 1
@@ -282,16 +291,17 @@ async def _stream(
 
     for index in range(len(requests)):  # vLLM opens every choice with its role
         await send(_chunk(*stream_id, {"role": "assistant", "content": ""}, index=index))
-    positions = [0] * len(requests)
+    positions, offsets = [0] * len(requests), [0] * len(requests)
     async for index, token in _interleaved(requests):
         if token is None:
             finish = _finish_reason(requests[index], options["max_tokens"], replies[index])
             await send(_chunk(*stream_id, {}, finish, index=index))
             continue
         delta = replies[index].pieces[positions[index]].delta
-        lp = _logprobs_for(options, token, positions[index])
+        lp = _logprobs_for(options, token, positions[index], offsets[index], text)
         await send(_chunk(*stream_id, delta, None, lp, index))
         positions[index] += 1
+        offsets[index] += len(delta.get("content") or "")
     if (options.get("stream_options") or {}).get("include_usage"):
         await send({**_chunk(*stream_id, {}), "choices": [], "usage": _usage(requests)})
     await response.write(b"data: [DONE]\n\n")

@@ -147,7 +147,11 @@ async function ask(question, replaceFrom = null, base = null) {
 function wireMessages(before, question) {
   const system = systemPrompt.value.trim()
     ? [{ role: "system", content: systemPrompt.value }] : [];
-  const earlier = before.filter((m) => m.content).map(({ role, content }) => ({ role, content }));
+  // Text turns only: a conversation that called tools over the socket keeps its calls and
+  // their results (docs/websocket.md); the page shows a result as it shows a reply, and
+  // never sends them again (the page offers no tools).
+  const earlier = before.filter((m) => m.content && (m.role === "user" || m.role === "assistant"))
+    .map(({ role, content }) => ({ role, content }));
   return [...system, ...earlier, { role: "user", content: question }];
 }
 
