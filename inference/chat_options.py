@@ -46,6 +46,18 @@ VLLM_OPTIONS = {
     "include_stop_str_in_output",
     "spaces_between_special_tokens",
 }
+# The vLLM fields SGLang's OpenAI-compatible server takes under the same names (its own
+# structured-output fields are regex, json_schema and ebnf: not vLLM's guided_*).
+SGLANG_OPTIONS = {
+    "ignore_eos",
+    "min_tokens",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "chat_template_kwargs",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+}
 # Tool calling (checked in chat_tools.py: their rules depend on each other).
 TOOL_OPTIONS = {"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"}
 PASSTHROUGH = OPENAI_OPTIONS | VLLM_OPTIONS | TOOL_OPTIONS

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from foundation.db import database_read
 from foundation.single_flight import SingleFlight
-from inference.chat_options import VLLM_OPTIONS
+from inference.chat_options import SGLANG_OPTIONS, VLLM_OPTIONS
 from inference.models import ModelDeployment, Worker
 from inference.snapshot import fleet_view
 from inference.worker_auth import bearer, worker_api_key
@@ -29,6 +29,7 @@ REFRESH_S = 5.0
 CHAT = ModelDeployment.Kind.CHAT.value
 EMBEDDING = ModelDeployment.Kind.EMBEDDING.value
 OPENAI_COMPATIBLE = ModelDeployment.WorkerKind.OPENAI.value
+SGLANG = ModelDeployment.WorkerKind.SGLANG.value
 # The built-in embedding model's public name, and the upstream name that marks an embedding
 # deployment without workers as served in the gateway process (inference/embeddings.py).
 BUILTIN_EMBEDDING_MODEL = "all-minilm-l6-v2"
@@ -49,8 +50,9 @@ class DeploymentInfo:
     context_length: int | None = None  # the operator's override; None: what workers report
     batch_discount_percent: int = 50  # what a batch line saves on the prices
     served_model_name: str = ""  # the name its workers serve (and its tokenizer's folder)
-    # vllm, simulated, or openai (any OpenAI-compatible server: vLLM's extensions such as
-    # cache_salt are not sent to it, and a hosted API refuses fields it does not know).
+    # vllm, simulated, sglang, or openai (any OpenAI-compatible server). vLLM's extensions
+    # such as cache_salt go to the first two only; a hosted API refuses fields it does not
+    # know, and SGLang takes its own subset of vLLM's sampling fields (SGLANG_OPTIONS).
     worker_kind: str = "vllm"
     # The vLLM sampling fields its requests may carry (ModelDeployment.extra_fields); None:
     # what its worker kind takes (all of them, or none for an OpenAI-compatible server).
@@ -64,7 +66,8 @@ class DeploymentInfo:
 
     @property
     def speaks_vllm(self) -> bool:
-        return self.worker_kind != OPENAI_COMPATIBLE
+        """vLLM or its simulator: vLLM's extensions (cache_salt, /tokenize) apply."""
+        return self.worker_kind not in (OPENAI_COMPATIBLE, SGLANG)
 
     @property
     def worker_headers(self) -> dict[str, str]:
@@ -74,6 +77,8 @@ class DeploymentInfo:
     def extra_fields(self) -> frozenset[str]:
         if self.allowed_extra_fields is not None:
             return self.allowed_extra_fields
+        if self.worker_kind == SGLANG:
+            return frozenset(SGLANG_OPTIONS)
         return frozenset(VLLM_OPTIONS) if self.speaks_vllm else frozenset()
 
     @property

@@ -57,6 +57,13 @@ class ModelDeployment(models.Model):
 
         VLLM = "vllm", "vLLM (the real model)"
         SIMULATED = "simulated", "Simulated (python -m inference.sim: fake text, for tests)"
+        SGLANG = (
+            "sglang",
+            (
+                "SGLang: registered, never started; healthy while /health answers; load from "
+                "its /metrics (sglang: names); its own sampling fields, no vLLM extensions"
+            ),
+        )
         OPENAI = (
             "openai",
             (

@@ -93,8 +93,11 @@ class Scraper:
         reading, error = None, ""
         text = ""
         try:
-            if worker.deployment.worker_kind == ModelDeployment.WorkerKind.OPENAI:
+            kind = worker.deployment.worker_kind
+            if kind == ModelDeployment.WorkerKind.OPENAI:
                 reading = await self._answers_models(session, worker)
+            elif kind == ModelDeployment.WorkerKind.SGLANG:
+                reading = await self._answers_health(session, worker)
             else:
                 async with session.get(
                     f"{worker.url}/health", timeout=self.timeout, headers=_headers(worker)
@@ -147,7 +150,21 @@ class Scraper:
             error=error,
             max_model_len=track.max_model_len,
             sleeping=track.sleeping,
+            reports_load=reading.reports_load if reading else True,
         )
+
+    async def _answers_health(
+        self, session: aiohttp.ClientSession, worker: Worker
+    ) -> MetricsReading:
+        """SGLang: healthy while GET /health answers 200 (it answers 503 until the model is
+        loaded, and while the scheduler is stuck), load from its /metrics where it runs with
+        --enable-metrics (else none, as for any OpenAI-compatible server)."""
+        async with session.get(
+            f"{worker.url}/health", timeout=self.timeout, headers=_headers(worker)
+        ) as health:
+            if health.status != 200:
+                raise aiohttp.ClientResponseError(health.request_info, (), status=health.status)
+        return await self._load(session, worker)
 
     async def _answers_models(
         self, session: aiohttp.ClientSession, worker: Worker
@@ -162,6 +179,11 @@ class Scraper:
         ) as models:
             if models.status != 200:
                 raise aiohttp.ClientResponseError(models.request_info, (), status=models.status)
+        return await self._load(session, worker)
+
+    async def _load(self, session: aiohttp.ClientSession, worker: Worker) -> MetricsReading:
+        """A non-vLLM worker's load from its /metrics, where it has one under names
+        worker_metrics.py knows; an empty reading (reports_load False) otherwise."""
         try:
             async with session.get(
                 f"{worker.url}/metrics", timeout=self.timeout, headers=_headers(worker)

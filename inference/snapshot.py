@@ -41,6 +41,9 @@ class WorkerView:
     # In vLLM's sleep mode (weights offloaded, or waking): alive, answers /health, serves
     # nothing. Never routed to, whatever its state says (inference/scraper.py).
     sleeping: bool = False
+    # Its load comes from its own metrics; False: it publishes none under a known name, so
+    # only this gateway's in-flight count bounds it (inference/worker_metrics.py).
+    reports_load: bool = True
 
     @property
     def fresh(self) -> bool:

@@ -27,6 +27,10 @@ class MetricsReading:
     prefix_queries: float = 0.0
     prefix_hits: float = 0.0
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    # Whether the text held a running or waiting gauge under a name this module knows: a
+    # worker without one (a generic OpenAI-compatible server) is routed on health and the
+    # gateway's own in-flight count, and the fleet page says so.
+    reports_load: bool = False
 
 
 def parse_metrics(text: str) -> MetricsReading:
@@ -37,8 +41,10 @@ def parse_metrics(text: str) -> MetricsReading:
             name, value = sample.name, sample.value
             if name in RUNNING:
                 reading.running += value
+                reading.reports_load = True
             elif name in WAITING:
                 reading.waiting += value
+                reading.reports_load = True
             elif name in KV_USAGE:
                 reading.kv_usage = max(reading.kv_usage, value)
             elif name == f"{PREFIX_QUERIES}_total":

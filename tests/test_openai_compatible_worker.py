@@ -140,3 +140,51 @@ def test_a_server_with_sglangs_metrics_is_routed_on_its_load(sglang_like_server,
     assert (loaded.running, loaded.waiting, loaded.kv_usage) == (3.0, 2.0, 0.25)
     assert loaded.healthy and bare.healthy and not bare.error
     assert (bare.running, bare.waiting) == (0.0, 0.0)
+    assert loaded.reports_load and not bare.reports_load  # the fleet page says which
+
+
+@pytest.fixture
+def sglang_server(redis_url: str) -> Iterator[str]:
+    """SGLang as the gateway sees it: /health, /metrics under sglang: names, the OpenAI API,
+    and a 400 for a field it does not take (vLLM's cache_salt)."""
+    yield from worker_script(PLAIN, child_env(redis_url), "/ready", "--sglang-metrics", "--health")
+
+
+def test_an_sglang_deployment_is_healthy_on_its_health_check_and_sent_no_vllm_fields(
+    platform, sglang_server, plain_server
+):
+    deployment = fleet.ensure_deployment(
+        "sglang-model", served_model_name="plain-upstream", worker_kind="sglang"
+    )
+    fleet.register_worker(deployment, sglang_server, registered_by="test")
+    no_health = fleet.ensure_deployment(
+        "sglang-without-health", served_model_name="plain-upstream", worker_kind="sglang"
+    )
+    fleet.register_worker(no_health, plain_server, registered_by="test")
+
+    async def scrape() -> list[WorkerView]:
+        async with aiohttp.ClientSession() as session:
+            return await Scraper().scrape_once(session)
+
+    views = {view.url: view for view in asyncio.run(scrape())}
+    sglang, bare = views[sglang_server], views[plain_server]
+    assert sglang.healthy and (sglang.running, sglang.waiting) == (3.0, 2.0)
+    assert not bare.healthy and "404" in bare.error  # no /health: never in rotation
+
+    client = platform["client"]
+    reply = served(client, "sglang-model")  # no cache_salt sent: the server refuses it
+    assert reply.choices[0].message.content == "Hello from a plain server."
+    with pytest.raises(openai.BadRequestError) as refused:  # SGLang names it regex/json_schema
+        client.chat.completions.create(
+            model="sglang-model",
+            messages=MESSAGES,
+            max_tokens=4,
+            extra_body={"guided_regex": "[a-z]+"},
+        )
+    assert refused.value.param == "guided_regex"
+    assert "its deployment allows: chat_template_kwargs, ignore_eos" in refused.value.message
+    with pytest.raises(openai.BadRequestError) as passed:  # admitted, and passed through:
+        client.chat.completions.create(  # the stand-in refuses what it does not know
+            model="sglang-model", messages=MESSAGES, max_tokens=4, extra_body={"top_k": 5}
+        )
+    assert "The model refused the request (HTTP 400)" in passed.value.message

@@ -6,9 +6,11 @@ route wants that bearer token (a 401 without it), as a hosted API does; GET /rea
 the test harness) answers without one.
 
 With --sglang-metrics it serves GET /metrics as SGLang does (`--enable-metrics`): 3
-running, 2 queued, a quarter of its KV pool in use.
+running, 2 queued, a quarter of its KV pool in use; with --health, GET /health as SGLang's
+(200 once loaded).
 
 Usage: openai_compatible_worker.py --port N [--model NAME] [--api-key KEY] [--sglang-metrics]
+       [--health]
 """
 
 import argparse
@@ -122,12 +124,18 @@ async def sglang_metrics(request: web.Request) -> web.Response:
     return web.Response(text=SGLANG_METRICS, content_type="text/plain")
 
 
+async def health(request: web.Request) -> web.Response:
+    """SGLang's /health: 200 with an empty body once the model is loaded."""
+    return web.Response(status=200)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", default="plain-upstream")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--sglang-metrics", action="store_true")
+    parser.add_argument("--health", action="store_true", help="serve GET /health, as SGLang")
     args = parser.parse_args()
     app = web.Application(middlewares=[key_required])
     app[MODEL] = args.model
@@ -136,6 +144,8 @@ def main() -> None:
     app.router.add_post("/v1/chat/completions", completions)
     if args.sglang_metrics:
         app.router.add_get("/metrics", sglang_metrics)
+    if args.health:
+        app.router.add_get("/health", health)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
 
 
