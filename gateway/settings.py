@@ -355,9 +355,24 @@ DEMO_TEAM_NAME = env_str("DEMO_TEAM_NAME", "demo")
 PORT = env_int("PORT", 8000, minimum=1)
 
 # The Batch API (gateway/batches, docs/batches.md). Files live under BATCH_FILE_DIR by
-# default; BATCH_FILE_STORAGE names another FileStorage class (object storage, say).
+# default; BATCH_FILE_STORAGE names another FileStorage class:
+# gateway.batches.object_storage.S3FileStorage keeps them in an S3-compatible bucket
+# (AWS S3, MinIO, Cloudflare R2, Ceph RGW...), which every host of a multi-machine install
+# shares, with the BATCH_S3_* settings below.
 BATCH_FILE_STORAGE = env_str("BATCH_FILE_STORAGE", "gateway.batches.storage.LocalFileStorage")
 BATCH_FILE_DIR = Path(env_str("BATCH_FILE_DIR", str(VAR_DIR / "files")))
+# host[:port] (https unless BATCH_S3_SECURE=0) or a URL whose scheme says which.
+BATCH_S3_ENDPOINT = env_str("BATCH_S3_ENDPOINT", "")
+# The bucket must exist: Sluice never creates one (docs/batches.md, "Storage backends").
+BATCH_S3_BUCKET = env_str("BATCH_S3_BUCKET", "")
+BATCH_S3_ACCESS_KEY = env_str("BATCH_S3_ACCESS_KEY", "")
+BATCH_S3_SECRET_KEY = env_str("BATCH_S3_SECRET_KEY", "")  # never logged or shown
+# The bucket's region; empty asks the server once per process (on AWS set it: that asking
+# costs a request and the s3:GetBucketLocation permission).
+BATCH_S3_REGION = env_str("BATCH_S3_REGION", "")
+BATCH_S3_SECURE = env_bool("BATCH_S3_SECURE", True)
+# Object keys are this prefix plus the file id, so one bucket can hold other things too.
+BATCH_S3_PREFIX = env_str("BATCH_S3_PREFIX", "sluice/batch-files/")
 BATCH_FILE_MAX_BYTES = env_int("BATCH_FILE_MAX_BYTES", 100 * 1024 * 1024, minimum=1024)
 # All of a team's files together (inputs and the outputs its batches wrote).
 BATCH_TEAM_STORAGE_BYTES = env_int("BATCH_TEAM_STORAGE_BYTES", 10 * 1024**3, minimum=1024)

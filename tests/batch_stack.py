@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -41,13 +41,17 @@ class Stack:
     """A gateway (with its scraper), a simulator worker and, once started, a Celery worker
     consuming the batches queue (and the default one, for the sweep)."""
 
-    def __init__(self, redis_url: str, files: Path, sim: SimProcess) -> None:
+    def __init__(
+        self, redis_url: str, files: Path, sim: SimProcess, env: Mapping[str, str] | None = None
+    ) -> None:
+        extra = dict(env or {})  # for the gateway and Celery alike (a storage backend, say)
         self.env = child_env(
             redis_url,
             BATCH_FILE_DIR=str(files),
             BATCH_FILE_MAX_BYTES=str(FILE_LIMIT),
             BATCH_RUNNER_STALE_S="2",
             FLEET_REFRESH_S="0.2",
+            **extra,
         )
         self.team = actions.create_team("Acme", requests_per_minute=2, tokens_per_minute=100_000)
         deployment = fleet.ensure_deployment(
@@ -63,6 +67,7 @@ class Stack:
             BATCH_FILE_DIR=str(files),
             BATCH_FILE_MAX_BYTES=str(FILE_LIMIT),
             BATCH_TEAM_STORAGE_BYTES=str(TEAM_STORAGE),
+            **extra,
         )
         self.client = openai.OpenAI(
             base_url=f"{self.gateway.url}/v1", api_key=self.key, max_retries=0
@@ -139,12 +144,15 @@ class Stack:
         self.gateway.stop()
 
 
-def batch_stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
-    """conftest.py's `stack` fixture."""
+def batch_stack(
+    redis_url: str, tmp_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[Stack]:
+    """conftest.py's `stack` fixture; env adds variables the stack does not set itself to
+    its children's environment (the gateway's and Celery's)."""
     sim = SimProcess(model="sim-upstream", fixed_ttft_ms=30, fixed_itl_ms=5)
     built: Stack | None = None
     try:
-        built = Stack(redis_url, tmp_path / "files", sim)
+        built = Stack(redis_url, tmp_path / "files", sim, env)
         yield built
     finally:
         if built is not None:

@@ -10,6 +10,7 @@ from django.http.response import HttpResponseBase
 
 from gateway.batches.actions import BatchRefused
 from gateway.batches.listing import BadPage
+from gateway.batches.storage import StorageUnavailable
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,9 @@ def refusal(status: int, message: str, code: str, param: str | None = None) -> J
 
 
 def refusing(view: View) -> View:
-    """Domain refusals (a bad key, a foreign file, a full batch queue) become their 4xx."""
+    """Domain refusals (a bad key, a foreign file, a full batch queue) become their 4xx;
+    file storage that cannot be reached a 503 (what went wrong is in the log, not the
+    answer: it names the operator's storage)."""
 
     @functools.wraps(view)
     async def answer(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
@@ -33,5 +36,10 @@ def refusing(view: View) -> View:
             return refusal(400, str(exc), "invalid_value", "limit")
         except DOMAIN_ERRORS as exc:
             return api_error(exc).response()
+        except StorageUnavailable as exc:
+            logger.error("%s %s: %s", request.method, request.path, exc)
+            return refusal(
+                503, "File storage is unavailable; try again later.", "storage_unavailable"
+            )
 
     return answer

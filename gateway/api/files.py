@@ -4,7 +4,8 @@ files are uploaded; batches write their output and error files here."""
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import ExitStack
+from typing import IO, Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections
@@ -96,13 +97,17 @@ async def file_content(request: HttpRequest, file_id: str) -> HttpResponseBase:
         return refusal(405, "Use GET.", "method_not_allowed")
     key = await authorized_key(request)
     found = await _team_file(file_id, key.team_id)
-    response = StreamingHttpResponse(_content(found.id), content_type="application/jsonl")
+    # Opened before the answer starts, so storage that fails is a 503, not a cut stream;
+    # off the event loop, since opening may fetch the whole file (object storage).
+    opened = ExitStack()
+    content = await asyncio.to_thread(opened.enter_context, file_storage().open(found.id))
+    response = StreamingHttpResponse(_content(content, opened), content_type="application/jsonl")
     response["Content-Length"] = str(found.bytes)
     return response
 
 
-async def _content(file_id: str) -> AsyncIterator[bytes]:
-    with file_storage().open(file_id) as content:
+async def _content(content: IO[bytes], opened: ExitStack) -> AsyncIterator[bytes]:
+    with opened:
         while chunk := await asyncio.to_thread(content.read, CHUNK_BYTES):
             yield chunk
 

@@ -115,9 +115,11 @@ def create_output_file(team_id: int, filename: str, content: IO[bytes], size: in
 
 
 def delete_file(file: BatchFile) -> None:
+    """The bytes first: storage that fails (object storage out of reach) leaves the row,
+    so the delete can be asked again, rather than bytes no row remembers."""
     file_id = file.id  # delete() forgets it
-    file.delete()
     file_storage().delete(file_id)
+    file.delete()
     logger.info("team %s deleted %s", file.team_id, file_id)
 
 

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from typing import IO
 
 from django.utils import timezone
@@ -72,7 +72,9 @@ class BatchRunner:
     def stopping(self) -> bool:
         return self.status != Status.IN_PROGRESS or timezone.now() >= self.batch.expires_at
 
-    async def run(self) -> None:
+    async def run(self, content: IO[bytes]) -> None:
+        """Run the lines of `content` (the batch's input file, opened by run_batch) that no
+        earlier runner finished."""
         done = await database_read(progress.finished_line_numbers)(self.batch.id)
         billed = await database_read(progress.billed_lines)(self.batch.id)
         self.owed = {number: rid for number, rid in billed.items() if number not in done}
@@ -84,8 +86,7 @@ class BatchRunner:
             )
         keeper = asyncio.create_task(self._keep_and_renew())
         try:
-            with file_storage().open(self.batch.input_file_id) as content:
-                await self._run_lines(_lines(content), done)
+            await self._run_lines(_lines(content), done)
             await asyncio.gather(*self.tasks)
         finally:
             keeper.cancel()
@@ -253,13 +254,17 @@ async def run_batch(batch_id: str, runner: str) -> None:
         return
     if batch.status == Status.FINALIZING:
         batch.status = Status.IN_PROGRESS  # a runner died while finalizing: finish again
-    try:
-        with file_storage().open(batch.input_file_id):
-            pass
-    except (FileNotFoundError, ValueError):
-        await database_read(progress.fail)(batch_id, "missing_file", "The input file was deleted.")
-        return
-    try:
-        await BatchRunner(batch, runner).run()
-    finally:
-        await close_http_session()  # its connections belong to this event loop
+    # Opened once, off the event loop: object storage downloads the whole file here
+    # (gateway/batches/object_storage.py), which must not stall the loop's other tasks.
+    with ExitStack() as opened:
+        opening = file_storage().open(batch.input_file_id)
+        try:
+            content = await asyncio.to_thread(opened.enter_context, opening)
+        except (FileNotFoundError, ValueError):
+            message = "The input file was deleted."
+            await database_read(progress.fail)(batch_id, "missing_file", message)
+            return
+        try:
+            await BatchRunner(batch, runner).run(content)
+        finally:
+            await close_http_session()  # its connections belong to this event loop

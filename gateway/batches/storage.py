@@ -1,7 +1,8 @@
 """Where batch files' bytes live. One small base class (FileStorage) per backend; the
 BATCH_FILE_STORAGE setting names the class. The default keeps files on local disk under
 BATCH_FILE_DIR, which every process of a single-machine install shares. Several machines
-need a shared backend (object storage): subclass FileStorage with its three methods."""
+need a backend they share: S3FileStorage (gateway/batches/object_storage.py) keeps them in
+an S3-compatible bucket; another store is a subclass of FileStorage with its three methods."""
 
 import os
 import re
@@ -19,8 +20,25 @@ from django.utils.module_loading import import_string
 _SAFE_NAME = re.compile(r"^file-[0-9a-f]{24}$")
 
 
+class StorageUnavailable(RuntimeError):
+    """The storage could not be reached, or refused us (credentials, a missing bucket).
+    Unlike FileNotFoundError it says nothing about the file: the batch runner and the API
+    must not take it for a deleted file (the API answers 503, a runner leaves the batch to
+    the sweep's next try). Its message names where, never a credential."""
+
+
+def checked_file_id(file_id: str) -> str:
+    """The id, if it is one of ours: a path or an object key is built from it."""
+    if not _SAFE_NAME.match(file_id):
+        raise ValueError(f"not a file id: {file_id!r}")
+    return file_id
+
+
 class FileStorage:
-    """Stores a file's bytes by its id; nothing else (who owns it is in the database)."""
+    """Stores a file's bytes by its id; nothing else (who owns it is in the database).
+
+    open raises FileNotFoundError for a file that is not there (the runner fails a batch
+    whose input is gone), and save never lets a reader see half a file."""
 
     def save(self, file_id: str, content: IO[bytes]) -> None:
         raise NotImplementedError
@@ -43,9 +61,7 @@ class LocalFileStorage(FileStorage):
         self.root = Path(root or settings.BATCH_FILE_DIR)
 
     def _path(self, file_id: str) -> Path:
-        if not _SAFE_NAME.match(file_id):  # ids are ours, but a path is built from them
-            raise ValueError(f"not a file id: {file_id!r}")
-        return self.root / file_id
+        return self.root / checked_file_id(file_id)
 
     def save(self, file_id: str, content: IO[bytes]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
