@@ -237,6 +237,11 @@ class FakeKubernetes(BaseHTTPRequestHandler):
             return self.do_GET()
         self._reply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
 
+    def do_POST(self) -> None:
+        """A pod's vLLM in sleep mode: POST /sleep?level=1 and /wake_up."""
+        FakeKubernetes.calls.append(("POST", self.path, "", {}))
+        self._reply({"status": "awake"} if self.path == "/wake_up" else {})
+
     def log_message(self, *args) -> None:
         pass
 
@@ -287,6 +292,54 @@ def test_kubernetes_actuator_patches_the_scale_subresource():
         }
         assert scale_patch[3] == {"spec": {"replicas": 2}}
         assert Worker.objects.get(pk=worker.pk).state == "dead"
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.unit
+def test_kubernetes_actuator_sleeps_and_wakes_a_pod_annotated_for_sleep_mode():
+    """A pod whose vLLM runs with sleep mode (the GPU overlay annotates it) is registered
+    able to sleep, and sleep and wake are POSTs to that pod's own URL, as the loop makes
+    them for a local replica; a pod without the annotation is registered unable to sleep
+    (decide() then keeps it awake: tests/test_sleep_mode.py)."""
+    from kubernetes import client
+
+    from scaling.autoscale.actuators.kubernetes import SLEEP_ANNOTATION, KubernetesActuator
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), FakeKubernetes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    FakeKubernetes.calls, FakeKubernetes.replicas = [], 2
+    labels = {"sluice.io/deployment": "vllm-chat", "sluice.io/pool": "on-demand"}
+    FakeKubernetes.pods = [
+        {
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            # The pod's vLLM is this same stand-in server: its IP and the actuator's port.
+            "status": {"podIP": "127.0.0.1" if sleeps else "10.1.2.4"},
+        }
+        for name, sleeps, annotations in [
+            ("vllm-chat-gpu01", True, {SLEEP_ANNOTATION: "true"}),
+            ("vllm-chat-old02", False, {}),
+        ]
+    ]
+    try:
+        config = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+        actuator = KubernetesActuator(
+            namespace="sluice", port=server.server_port, api_client=client.ApiClient(config)
+        )
+        deployment = fleet.ensure_deployment("chat")
+        actuator.reconcile(deployment)
+        gpu = Worker.objects.get(labels__pod="vllm-chat-gpu01")
+        assert gpu.url == f"http://127.0.0.1:{server.server_port}"
+        assert gpu.labels["sleep_mode"] is True
+        assert Worker.objects.get(labels__pod="vllm-chat-old02").labels["sleep_mode"] is False
+        FakeKubernetes.calls = []
+        actuator.sleep_replica(gpu)
+        took = actuator.wake_replica(gpu)
+        assert [call[:2] for call in FakeKubernetes.calls] == [
+            ("POST", "/sleep?level=1"),
+            ("POST", "/wake_up"),
+        ]
+        assert took >= 0
     finally:
         server.shutdown()
 

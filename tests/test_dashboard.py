@@ -2,6 +2,7 @@
 
 import csv
 import io
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -11,10 +12,13 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from caching.policy import cache_policies, policy_for_team
+from foundation.redis_clients import sync_redis
 from gateway.accounts import actions as account_actions
 from gateway.dashboard import actions, costs, histogram, rollup, selectors
+from gateway.dashboard.fleet_sampling import record_fleet_sample
 from gateway.dashboard.models import (
     FleetSample,
     HourRollup,
@@ -26,6 +30,8 @@ from gateway.dashboard.periods import period
 from gateway.usage.models import UsageRecord
 from inference import fleet
 from scaling.models import AutoscalePolicy
+from scaling.routing.queue_depth import QUEUE_KEY
+from scaling.routing.queue_depth import field as queue_field
 from tests.staff import tuning_staff
 
 NOW = datetime(2026, 3, 14, 12, 30, 20, tzinfo=UTC)
@@ -331,3 +337,52 @@ def test_staff_without_the_change_permission_read_tuning_but_cannot_change_it() 
     assert client.post(reverse("dashboard:tuning"), form).status_code == 403
     assert actions.current_cache_values(None)["similarity_threshold"] != 0.97
     assert not TuningChange.objects.exists()
+
+
+def _queue_chart(client: Client, name: str) -> dict[str, list[Any]]:
+    response = client.get(reverse("dashboard:overview"), {"period": name})
+    (chart,) = [c for c in response.context["charts"] if c["id"] == "queue"]
+    return {trace["name"]: trace["y"] for trace in chart["data"]}
+
+
+@pytest.mark.unit
+@pytest.mark.django_db
+def test_the_overview_charts_the_gateways_queue_beside_the_workers_by_minute_and_hour(
+    staff_client: Client,
+) -> None:
+    """The published queue is the one that grows behind a gateway: each minute's sample
+    keeps it, the hour rollup sums it, and the overview's queue chart shows it beside
+    vLLM's own waiting count (summed over deployments; an hour bucket is its mean)."""
+    chat, other = fleet.ensure_deployment("chat"), fleet.ensure_deployment("other")
+    now = timezone.now()
+    first = rollup.floor_minute(now) - timedelta(minutes=3)
+    for m in range(4):
+        at = first + timedelta(minutes=m)
+        FleetSample.objects.create(bucket=at, deployment=chat, waiting=1, gateway_queue=10 * m)
+        FleetSample.objects.create(bucket=at, deployment=other, gateway_queue=5)
+    by_minute = _queue_chart(staff_client, "hour")
+    assert by_minute["waiting in the gateway"] == [5, 15, 25, 35]
+    assert by_minute["waiting on workers"] == [1, 1, 1, 1]
+
+    rollup.backfill(hours=1, now=now)
+    expected: dict[datetime, list[float]] = {}
+    for m in range(4):  # the four minutes may straddle an hour
+        expected.setdefault(rollup.floor_hour(first + timedelta(minutes=m)), []).append(10 * m + 5)
+    by_hour = {r["bucket"]: r["gateway_queue"] for r in selectors.fleet_series(period("day", now))}
+    assert by_hour == {hour: sum(q) / len(q) for hour, q in expected.items()}
+    day = _queue_chart(staff_client, "day")["waiting in the gateway"]
+    assert sorted(day) == sorted(by_hour.values())
+
+
+@pytest.mark.live
+@pytest.mark.django_db
+def test_each_minutes_fleet_sample_records_the_queue_the_gateways_publish() -> None:
+    chat = fleet.ensure_deployment("chat")
+    idle = fleet.ensure_deployment("idle")
+    client = sync_redis()
+    client.hset(QUEUE_KEY, queue_field("chat", "gateway-a"), f"7 {time.time()}")
+    client.hset(QUEUE_KEY, queue_field("chat", "gateway-b"), f"4 {time.time()}")
+    client.hset(QUEUE_KEY, queue_field("chat", "gone"), f"50 {time.time() - 60}")  # stale
+    record_fleet_sample(NOW)
+    assert FleetSample.objects.get(deployment=chat).gateway_queue == 11
+    assert FleetSample.objects.get(deployment=idle).gateway_queue == 0

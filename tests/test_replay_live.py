@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from inference.models import ModelDeployment, Worker
+from scaling.autoscale.record import policy_spec
 from scaling.autoscale.types import PolicySpec
-from scaling.models import ScalingDecision
+from scaling.management.commands.replay import Command as ReplayCommand
+from scaling.models import AutoscalePolicy, ScalingDecision
 from scaling.replay.live.clock import TimeScale
 from scaling.replay.live.load import arrivals, fit_rate_scale, window
 from scaling.replay.live.options import LiveOptions
+from scaling.replay.live.pools import parse_pools, pool_policy
+from scaling.replay.live.processes import ReplayActuator, ReplicaLife
+from scaling.replay.live.replay import policy_row
 from scaling.replay.traces import load_trace
 
 STEP_TRACE: list[dict[str, object]] = [
@@ -68,6 +74,81 @@ def test_window_and_live_options_are_checked(tmp_path):
         call_command("replay", str(trace), "--live", "--modes", "oracle")
     with pytest.raises(CommandError, match="at most 16"):
         call_command("replay", str(trace), "--live", "--max-replicas", "40")
+
+
+@pytest.mark.unit
+def test_warm_pool_variants_differ_from_the_policy_only_in_the_warm_pool():
+    base = PolicySpec(mode="reactive", max_replicas=4, startup_time_s=600, warm_pool=0)
+    cold, warm, asleep = (pool_policy(base, pool, 2) for pool in ("cold", "warm", "asleep"))
+    assert (cold.warm_pool, cold.warm_sleeps) == (0, False)
+    assert (warm.warm_pool, warm.warm_sleeps) == (2, False)
+    assert (asleep.warm_pool, asleep.warm_sleeps) == (2, True)
+    assert asleep == PolicySpec(
+        mode="reactive", max_replicas=4, startup_time_s=600, warm_pool=2, warm_sleeps=True
+    )
+    with pytest.raises(ValueError, match="at least one replica"):
+        pool_policy(base, "asleep", 0)
+    assert parse_pools("cold, asleep") == ["cold", "asleep"]
+    for bad, error in [("cold,hot", "unknown warm pool"), ("warm,warm", "twice"), (",", "none")]:
+        with pytest.raises(ValueError, match=error):
+            parse_pools(bad)
+
+
+@pytest.mark.unit
+def test_a_sleeping_pool_reaches_the_loops_policy_row_and_wakes_in_the_scaled_time():
+    """The row the replay stores is what the loop reads back (policy_spec): the sleeping
+    warm pool and every scaled duration survive the round trip, and each replica's
+    simulator answers /wake_up after the trace's wake time / speed."""
+    scale = TimeScale(30)
+    scaled = scale.policy(pool_policy(PolicySpec(mode="reactive", max_replicas=4), "asleep", 1))
+    row = policy_row(scaled)
+    assert row["enabled"] is False  # no other autoscaler sharing the database acts on it
+    assert row["warm_pool_sleeps"] is True and row["warm_pool"] == 1
+    deployment = ModelDeployment(name="replay-live-reactive-asleep", max_in_flight_per_worker=64)
+    assert policy_spec(AutoscalePolicy(deployment=deployment, **row)) == scaled
+
+    actuator = ReplayActuator(LiveOptions(speed=30, wake_time_s=10))
+    simulated = ModelDeployment(name="d", worker_kind=ModelDeployment.WorkerKind.SIMULATED)
+    command = actuator.command(simulated, 4321)
+    assert float(command[command.index("--wake-s") + 1]) == pytest.approx(10 / 30)
+    assert float(command[command.index("--wake-s") + 1]) < scaled.startup_time_s
+
+
+@pytest.mark.unit
+def test_only_the_spells_in_sleep_mode_inside_the_window_count_as_asleep():
+    life = ReplicaLife(url="u", pid=1, started=0.0, warm=True, initial=True)
+    life.fell_asleep(5.0)
+    life.fell_asleep(6.0)  # already asleep: one spell
+    life.woke(8.0)
+    life.woke(9.0)  # already awake: nothing
+    life.fell_asleep(20.0)  # open until the stop, or the window's end
+    assert life.asleep == [(5.0, 8.0), (20.0, None)]
+    assert life.asleep_within(0.0, 30.0) == pytest.approx(3.0 + 10.0)
+    assert life.asleep_within(6.0, 25.0) == pytest.approx(2.0 + 5.0)
+    life.stopped = 22.0
+    assert life.asleep_within(0.0, 30.0) == pytest.approx(3.0 + 2.0)
+
+
+@pytest.mark.unit
+def test_pools_run_each_controller_once_per_variant_and_refuse_what_cannot_run(tmp_path):
+    trace = write_trace(tmp_path / "step.jsonl", STEP_TRACE)
+    policy = PolicySpec(max_replicas=4, warm_pool=0)
+    options = {"pools": "cold,asleep", "warm_pool_sleeps": False, "wake_time": 10.0}
+    runs = ReplayCommand()._runs(policy, ["reactive", "predictive"], options)
+    assert [(label, run.mode, run.warm_pool, run.warm_sleeps) for label, run in runs] == [
+        ("cold", "reactive", 0, False),
+        ("asleep", "reactive", 1, True),  # a pool of one when --warm-pool gives none
+        ("cold", "predictive", 0, False),
+        ("asleep", "predictive", 1, True),
+    ]
+    for args, error in [
+        (["--pools", "cold,hot"], "unknown warm pool"),
+        (["--warm-pool-sleeps"], "needs a warm pool"),
+        (["--warm-pool", "1", "--warm-pool-sleeps", "--pools", "cold"], "drop --warm-pool"),
+        (["--wake-time", "-1"], "must not be negative"),
+    ]:
+        with pytest.raises(CommandError, match=error):
+            call_command("replay", str(trace), "--live", *args)
 
 
 def _alive(pid: int) -> bool:
@@ -140,10 +221,67 @@ def test_live_replay_scales_up_real_processes_and_accounts_for_every_request(set
 
     # nothing is left running
     assert live["replicas"] and not [r["pid"] for r in live["replicas"] if _alive(r["pid"])]
-    from inference.models import Worker
-
     assert (
         not Worker.objects.filter(deployment__name="replay-live-reactive")
         .exclude(state="dead")
         .exists()
     )
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_live_replay_wakes_a_sleeping_warm_replica_before_any_cold_start(settings, tmp_path):
+    """The step trace with a warm pool of one in sleep mode: the loop puts the pool to
+    sleep, the step wakes it (1 s: 10 trace s at speed 10, against a 6 s cold start), and
+    GPU-hours count the replica asleep while awake-h do not."""
+    settings.VAR_DIR = tmp_path
+    trace = write_trace(tmp_path / "step.jsonl", STEP_TRACE)
+    out = io.StringIO()
+    call_command(
+        "replay",
+        str(trace),
+        "--live",
+        "--modes",
+        "reactive",
+        "--pools",
+        "asleep",
+        "--wake-time",
+        "10",
+        "--speed",
+        "10",
+        "--rate-scale",
+        "1",
+        "--slots",
+        "4",
+        "--max-replicas",
+        "3",
+        "--startup-time",
+        "60",
+        "--lead-in",
+        "0",
+        "--json",
+        "--redis-url",
+        settings.REDIS_URL,
+        stdout=out,
+    )
+    live, *models = json.loads(out.getvalue())
+    assert live["pool"] == "asleep" and live["controller"] == "reactive"
+    assert [m["controller"] for m in models] == ["oracle (model)"]  # the model cannot sleep
+    name = "replay-live-reactive-asleep"
+    assert AutoscalePolicy.objects.get(deployment__name=name).warm_pool_sleeps
+
+    # the pool slept, and the first step up woke it before starting anything
+    first_up = next(d for d in live["decisions"] if d["action"] == "up" and d["actuated"])
+    assert "(wake [" in first_up["reason"] and "woke" in first_up["reason"]
+    assert live["wakes_s"] and min(live["wakes_s"]) >= 0.9  # the scaled wake time, 1 s
+    assert max(live["wakes_s"]) < 6.0  # the scaled cold start
+    assert live["sent"] == live["measured"] == live["requests"] > 250
+
+    # asleep is billed (the process keeps its GPU) and reported apart
+    assert 0 < live["asleep_seconds"] < live["replica_seconds"]
+    assert live["gpu_hours"] == pytest.approx(live["replica_seconds"] * 10 / 3600)
+    awake = (live["replica_seconds"] - live["asleep_seconds"]) * 10 / 3600
+    assert live["awake_gpu_hours"] == pytest.approx(awake) and awake < live["gpu_hours"]
+
+    assert not [r["pid"] for r in live["replicas"] if _alive(r["pid"])]
+    assert not Worker.objects.filter(deployment__name=name).exclude(state="dead").exists()

@@ -1,6 +1,8 @@
 """Record the fleet once a minute: workers by state (the database), their load (the
-scraper's Redis snapshot) and what they cost per hour at that minute. Nothing else keeps a
-history of how many workers ran, and GPU cost is the sum of those minutes.
+scraper's Redis snapshot), the requests waiting in the gateways' dispatch queues (published
+in Redis: scaling/routing/queue_depth.py) and what the workers cost per hour at that
+minute. Nothing else keeps a history of how many workers ran or how long the gateways'
+queue was, and GPU cost is the sum of those minutes.
 
 A worker's hourly cost is the GpuRate of its `gpu` label, the spot rate when it is
 labelled `"spot": true`, else its deployment's gpu_cost_per_hour. It is recorded with the
@@ -23,6 +25,7 @@ from gateway.dashboard.rollup import floor_minute
 from inference.models import GpuRate, ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY
 from inference.worker_labels import gpu_label, on_spot
+from scaling.routing.queue_depth import read_depths
 
 logger = logging.getLogger(__name__)
 STATES = [state.value for state in Worker.State]
@@ -37,6 +40,16 @@ def read_snapshot() -> list[dict[str, Any]]:
         logger.warning("fleet snapshot unreadable: %s", exc)
         return []
     return [json.loads(value) for value in raw.values()]
+
+
+def read_gateway_queues() -> dict[str, int]:
+    """Requests waiting in the gateways' dispatch queues per deployment; empty (and logged)
+    when Redis is unreachable: the minute records no queue rather than no sample."""
+    try:
+        return read_depths(sync_redis())
+    except (*REDIS_FAILURES, ImproperlyConfigured) as exc:
+        logger.warning("gateway queue depths unreadable: %s", exc)
+        return {}
 
 
 def _load_by_deployment(snapshot: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -76,7 +89,7 @@ def record_fleet_sample(now: datetime | None = None) -> int:
         if state != Worker.State.DEAD:  # every other state holds a GPU
             rate = worker_cost_per_hour(labels or {}, rates, deployment_rate[deployment_id])
             per_hour[deployment_id] += rate
-    load = _load_by_deployment(read_snapshot())
+    load, queues = _load_by_deployment(read_snapshot()), read_gateway_queues()
     samples = []
     for deployment_id, name, _ in deployments:
         by_state, used = counts.get(deployment_id, {}), load.get(name)
@@ -87,6 +100,7 @@ def record_fleet_sample(now: datetime | None = None) -> int:
                 **{state: by_state.get(state, 0) for state in STATES},
                 running=used["running"] if used else 0.0,
                 waiting=used["waiting"] if used else 0.0,
+                gateway_queue=float(queues.get(name, 0)),
                 kv_usage=used["kv"] / used["n"] if used and used["n"] else 0.0,
                 gpu_cost_per_hour_micros=int(
                     (per_hour[deployment_id] * MICROS).to_integral_value()
@@ -97,6 +111,9 @@ def record_fleet_sample(now: datetime | None = None) -> int:
         samples,
         update_conflicts=True,
         unique_fields=["bucket", "deployment"],
-        update_fields=[*STATES, "running", "waiting", "kv_usage", "gpu_cost_per_hour_micros"],
+        update_fields=[
+            *STATES,
+            *["running", "waiting", "gateway_queue", "kv_usage", "gpu_cost_per_hour_micros"],
+        ],
     )
     return len(samples)

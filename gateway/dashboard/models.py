@@ -132,6 +132,11 @@ class FleetSample(models.Model):
     dead = models.PositiveIntegerField(default=0)
     running = models.FloatField(default=0.0, help_text="requests running, summed over workers")
     waiting = models.FloatField(default=0.0, help_text="requests queued, summed over workers")
+    gateway_queue = models.FloatField(
+        default=0.0,
+        help_text="requests waiting in the gateways' dispatch queues, summed over gateway "
+        "processes (scaling/routing/queue_depth.py)",
+    )
     kv_usage = models.FloatField(default=0.0, help_text="mean KV-cache usage of its workers")
     # Recorded as sampled, at the rates then in force, so a later price change never
     # rewrites history. Null on samples taken before it existed: those are costed at the
@@ -168,6 +173,7 @@ class FleetHour(models.Model):
     dead = models.PositiveIntegerField(default=0)
     running = models.FloatField(default=0.0)
     waiting = models.FloatField(default=0.0)
+    gateway_queue = models.FloatField(default=0.0)
     gpu_cost_per_hour_micros = models.BigIntegerField(
         null=True,
         blank=True,

@@ -51,7 +51,10 @@ METRICS = [
     *histogram.TTFT_FIELDS,
 ]
 KEY_METRICS = ["requests", "errors", "prompt_tokens", "completion_tokens", "cost_micros"]
-FLEET_METRICS = ["starting", "warm", "ready", "draining", "dead", "running", "waiting"]
+FLEET_METRICS = [
+    *["starting", "warm", "ready", "draining", "dead"],
+    *["running", "waiting", "gateway_queue"],
+]
 GPU_COST = "gpu_cost_per_hour_micros"  # recorded per sample; null on older ones
 # Each table: its grouping columns (as ORM values() names) and the metrics it keeps.
 TABLES: dict[type[models.Model], tuple[list[str], list[str]]] = {

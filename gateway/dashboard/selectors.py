@@ -60,9 +60,10 @@ def usage_series(p: Period) -> list[dict[str, Any]]:
 
 
 def fleet_series(p: Period) -> list[dict[str, Any]]:
-    """Workers by state and queue length per bucket, summed over deployments (for hour
-    buckets: the mean over the hour's samples)."""
-    names = [*STATES, "waiting", "running"]
+    """Workers by state and queue lengths (on the workers, and in the gateways' dispatch
+    queues) per bucket, summed over deployments (for hour buckets: the mean over the hour's
+    samples)."""
+    names = [*STATES, "waiting", "gateway_queue", "running"]
     table: Any = FleetSample if p.by_minute else FleetHour
     per = {} if p.by_minute else {"minutes": Max("minutes")}
     rows = (

@@ -78,10 +78,16 @@ def overview(request: HttpRequest) -> HttpResponse:
         ),
         charts.lines(
             "queue",
-            "Queue length (waiting on workers)",
+            "Queue length (sampled each minute)",
             fx,
-            [("waiting", [r["waiting"] for r in fleet])],
+            [
+                # The one that grows behind a gateway: it holds each worker at its batch
+                # target and queues the rest (docs/autoscaling.md, "The gateways' queue").
+                ("waiting in the gateway", [r["gateway_queue"] for r in fleet]),
+                ("waiting on workers", [r["waiting"] for r in fleet]),
+            ],
             "requests",
+            stacked=True,
         ),
         charts.lines(
             "workers",

@@ -22,6 +22,7 @@ from scaling.replay.comparison import MODES, compare
 from scaling.replay.inputs import ReplayInputError, deployment_policy, gpu_cost, measured_from_s
 from scaling.replay.live.load import fit_rate_scale, mean_output_tokens, window
 from scaling.replay.live.options import FIXED, LiveOptions, LiveReplayError
+from scaling.replay.live.pools import DEFAULT_POOL_SIZE, parse_pools, pool_policy
 from scaling.replay.live.prediction import predicted
 from scaling.replay.live.private_redis import PrivateRedis
 from scaling.replay.live.replay import LiveReplay
@@ -122,6 +123,24 @@ class Command(BaseCommand):
             "profile name (its batching model, at real time)",
         )
         live.add_argument(
+            "--pools",
+            help="run each controller once per warm pool: comma-separated of cold (no "
+            "warm pool), warm (--warm-pool replicas, default 1, awake), asleep (the same "
+            "in sleep mode, woken in --wake-time); e.g. cold,warm,asleep",
+        )
+        live.add_argument(
+            "--warm-pool-sleeps",
+            action="store_true",
+            help="the warm pool sleeps (vLLM's sleep mode; needs --warm-pool)",
+        )
+        live.add_argument(
+            "--wake-time",
+            type=float,
+            default=10.0,
+            help="trace seconds a sleeping replica takes to wake, divided by --speed "
+            "like the start-up time (default 10)",
+        )
+        live.add_argument(
             "--redis-url",
             default="",
             help="default: REDIS_URL from the environment, else a private "
@@ -191,6 +210,8 @@ class Command(BaseCommand):
             )
         if options["speed"] <= 0 or options["live_tokens"] < 2:
             raise CommandError("--speed must be positive and --live-tokens at least 2")
+        policy = self._asleep(policy, options)
+        runs = self._runs(policy, modes, options)
         try:
             demand = window(trace, options["start"], options["duration"])
         except ValueError as exc:
@@ -207,29 +228,67 @@ class Command(BaseCommand):
             ttft_target_s=target,
             gpu_cost_per_hour=gpu_cost(options["deployment"], options["gpu_cost"]),
             seed=options["seed"],
+            wake_time_s=options["wake_time"],
         )
         live = replace(live, rate_scale=live.rate_scale or fit_rate_scale(demand, policy, live))
+        pools = parse_pools(options["pools"]) if options["pools"] else None
         if not options["json"]:
-            self._write(live_header(trace, demand, policy, live))
+            self._write(live_header(trace, demand, policy, live, pools))
         results: list[LiveResult] = []
         with self._redis(options["redis_url"]) as url:
-            for mode in modes:
+            for label, run in runs:
                 try:
-                    results.append(LiveReplay(demand, replace(policy, mode=mode), live, url).run())
+                    results.append(LiveReplay(demand, run, live, url, label=label).run())
                 except KeyboardInterrupt:
                     raise CommandError(
-                        f"interrupted during the {mode} run; every replica "
+                        f"interrupted during the {run.mode} {label} run; every replica "
                         "it started has been stopped"
                     ) from None
                 except LiveReplayError as exc:
                     raise CommandError(str(exc)) from None
-        models = [predicted(demand, replace(policy, mode=m), live) for m in ("oracle", *modes)]
+        models = [predicted(demand, replace(policy, mode="oracle"), live)]
+        for label, run in runs:
+            if label == "asleep":
+                continue  # the model has no sleep mode: its warm row stands for asleep too
+            models.append(predicted(demand, run, live))
+            if label:
+                models[-1].name = f"{run.mode} {label} (model)"
         if options["json"]:
             rows = [r.as_dict() for r in results]
             rows += [{**result_as_dict(m), "live": False} for m in models]
             self.stdout.write(json.dumps(rows, indent=2))
             return
         self._write(live_report(results, models, options["events"]))
+
+    def _asleep(self, policy: PolicySpec, options: dict[str, Any]) -> PolicySpec:
+        """The policy with --warm-pool-sleeps, checked against --warm-pool and --pools."""
+        if options["wake_time"] < 0:
+            raise CommandError("--wake-time must not be negative")
+        if not options["warm_pool_sleeps"]:
+            return policy
+        if options["pools"]:
+            raise CommandError("--pools sets each run's warm pool: drop --warm-pool-sleeps")
+        if policy.warm_pool < 1:
+            raise CommandError("--warm-pool-sleeps needs a warm pool: --warm-pool N")
+        return replace(policy, warm_sleeps=True)
+
+    def _runs(
+        self, policy: PolicySpec, modes: list[str], options: dict[str, Any]
+    ) -> list[tuple[str, PolicySpec]]:
+        """(label, policy) for each live run, in order: per controller, each --pools
+        variant (scaling/replay/live/pools.py), else the policy as given."""
+        if not options["pools"]:
+            return [("", replace(policy, mode=mode)) for mode in modes]
+        try:
+            pools = parse_pools(options["pools"])
+            size = policy.warm_pool or DEFAULT_POOL_SIZE
+            return [
+                (pool, pool_policy(replace(policy, mode=mode), pool, size))
+                for mode in modes
+                for pool in pools
+            ]
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
 
     @contextmanager
     def _redis(self, url: str) -> Iterator[str]:

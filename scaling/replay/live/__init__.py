@@ -4,6 +4,7 @@
 docstring says what is real and what is scaled. One module per responsibility:
 
 - options: what a run is asked to do (LiveOptions), and how it fails;
+- pools: the warm pool variants (cold, warm, asleep) run side by side with --pools;
 - clock: the policy's clock divided by the speed (TimeScale);
 - load: the trace window, its rate scale and the arrival times;
 - processes: the simulator processes (actuator) and the scraper that watches them;

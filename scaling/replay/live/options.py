@@ -30,6 +30,10 @@ class LiveOptions:
     ttft_target_s: float = 1.0
     queue_timeout_s: float = 10.0  # a request queued this long in the dispatcher gives up
     gpu_cost_per_hour: float = 4.0
+    # Trace seconds a sleeping replica takes to wake (vLLM's sleep mode, level 1: weights
+    # back from host memory; seconds, where a cold start takes minutes). The simulator
+    # answers POST /wake_up after wake_time_s / speed wall seconds (`--wake-s`).
+    wake_time_s: float = 10.0
     seed: int = 0
     deployment_prefix: str = "replay-live"
 
@@ -38,6 +42,11 @@ class LiveOptions:
         """The fixed-latency worker's gap between chunks: a request streams `tokens` chunks
         but lasts as long as one of output_tokens (fewer chunks spare the client's CPU)."""
         return self.per_token_s * self.output_tokens / max(self.tokens - 1, 1)
+
+    @property
+    def worker_wake_s(self) -> float:
+        """Wall seconds a replica's POST /wake_up takes: the trace's wake time, scaled."""
+        return self.wake_time_s / self.speed
 
     @property
     def service_s(self) -> float:

@@ -2,14 +2,15 @@
 
 The production LocalProcessActuator and Scraper do the work; these subclasses only give
 the processes the replay's worker (fixed latency or a profile, held back for the scaled
-start-up time) and write down each replica's life (started, first healthy, stopped), which
-is what the report bills as GPU-seconds and measures as start-up time.
+start-up time, waking from sleep mode in the scaled wake time) and write down each
+replica's life (started, first healthy, asleep, stopped), which is what the report bills
+as GPU-seconds and measures as start-up and wake times.
 """
 
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from inference import fleet
 from inference.models import ModelDeployment, Worker
@@ -36,6 +37,26 @@ class ReplicaLife:
     ready: float | None = None
     stopped: float | None = None
     exited: bool = False  # the process died on its own (reconcile found it)
+    # Spells in sleep mode (monotonic): from the sleep's answer to the wake's request (or
+    # the stop), when the replica held no GPU memory; and how long each wake took.
+    asleep: list[tuple[float, float | None]] = field(default_factory=list)
+    wakes_s: list[float] = field(default_factory=list)
+
+    def fell_asleep(self, at: float) -> None:
+        if not self.asleep or self.asleep[-1][1] is not None:
+            self.asleep.append((at, None))
+
+    def woke(self, at: float) -> None:
+        if self.asleep and self.asleep[-1][1] is None:
+            self.asleep[-1] = (self.asleep[-1][0], at)
+
+    def asleep_within(self, start: float, end: float) -> float:
+        """Seconds asleep inside [start, end] (a spell still open ends at the stop, or end)."""
+        total, stopped = 0.0, self.stopped if self.stopped is not None else end
+        for since, until in self.asleep:
+            last = until if until is not None else stopped
+            total += max(min(last, end) - max(since, start), 0.0)
+        return total
 
 
 class ReplayActuator(LocalProcessActuator):
@@ -59,6 +80,8 @@ class ReplayActuator(LocalProcessActuator):
                 "--fixed-itl-ms",
                 f"{self.options.worker_itl_s * 1000:g}",
             ]
+        # In simulated seconds, divided by --time-scale (1 here): the scaled wake time.
+        args += ["--wake-s", f"{self.options.worker_wake_s:g}"]
         if self.startup_delay_s > 0:
             return [sys.executable, "-c", _DELAYED_START, f"{self.startup_delay_s:g}", *args]
         return [sys.executable, "-m", "inference.sim", *args]
@@ -79,6 +102,23 @@ class ReplayActuator(LocalProcessActuator):
     def stop_replica(self, worker: Worker) -> None:
         super().stop_replica(worker)
         self._ended(worker.url)
+
+    def sleep_replica(self, worker: Worker) -> None:
+        super().sleep_replica(worker)
+        life = self.lives.get(worker.url)
+        if life is not None:
+            life.fell_asleep(time.monotonic())
+
+    def wake_replica(self, worker: Worker) -> float:
+        """Asleep until the wake is asked for: from then on it loads its GPU memory back.
+        Runs in a thread beside other wakes, on its own replica's life only."""
+        life = self.lives.get(worker.url)
+        if life is not None:
+            life.woke(time.monotonic())
+        took = super().wake_replica(worker)
+        if life is not None:
+            life.wakes_s.append(took)
+        return took
 
     def reconcile(self, deployment: ModelDeployment) -> None:
         for url, process in self.processes.items():

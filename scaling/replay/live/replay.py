@@ -17,7 +17,8 @@ What is scaled (docs/autoscaling.md, "Live replay"):
   interval, the up/down windows, both cooldowns and the start-up time are divided by
   speed (the policy row stores whole seconds, so they are rounded; the report prints the
   effective values), and so are the forecaster's trend windows, bucket and periods. A
-  replica started by the loop is held out of service for the scaled start-up time.
+  replica started by the loop is held out of service for the scaled start-up time, and a
+  sleeping one (a warm pool that sleeps) wakes in the scaled wake time.
 - not scaled: the requests themselves. A request takes the worker's real TTFT and
   inter-token time, and is measured against the TTFT target in wall seconds.
 """
@@ -68,9 +69,17 @@ class LiveReplay:
     prepares the database, runs the event loop, and always stops every process."""
 
     def __init__(
-        self, demand: Demand, policy: PolicySpec, options: LiveOptions, redis_url: str
+        self,
+        demand: Demand,
+        policy: PolicySpec,
+        options: LiveOptions,
+        redis_url: str,
+        label: str = "",
     ) -> None:
+        """label: names this run beside others of the same controller (a warm pool
+        variant, scaling/replay/live/pools.py): in its deployment's name and its row."""
         self.demand, self.options, self.redis_url = demand, options, redis_url
+        self.label = label
         self.scale = TimeScale(options.speed)
         self.policy = policy
         self.rate_scale = options.rate_scale or fit_rate_scale(demand, policy, options)
@@ -83,7 +92,8 @@ class LiveReplay:
 
     @property
     def name(self) -> str:
-        return f"{self.options.deployment_prefix}-{self.policy.mode}"
+        suffix = f"-{self.label}" if self.label else ""
+        return f"{self.options.deployment_prefix}-{self.policy.mode}{suffix}"
 
     def run(self) -> LiveResult:
         with self._settings():
@@ -107,6 +117,7 @@ class LiveReplay:
                 tick_errors=self.tick_errors,
                 deployment=deployment,
                 wall_s=wall,
+                label=self.label,
             )
 
     @contextmanager
@@ -147,27 +158,8 @@ class LiveReplay:
         for worker in Worker.objects.filter(deployment=deployment).exclude(state="dead"):
             self.actuator.stop_replica(worker)  # a crashed earlier run: stop by pid, checked
         ScalingDecision.objects.filter(deployment=deployment).delete()
-        scaled = self.scale.policy(self.policy)
         row, _ = AutoscalePolicy.objects.update_or_create(
-            deployment=deployment,
-            defaults={
-                "enabled": False,
-                "mode": scaled.mode,
-                "min_replicas": scaled.min_replicas,
-                "max_replicas": scaled.max_replicas,
-                "warm_pool": scaled.warm_pool,
-                "target_utilisation": scaled.target_utilisation,
-                "scale_up_utilisation": scaled.scale_up_utilisation,
-                "scale_up_queue": scaled.scale_up_queue,
-                "ttft_p99_target_s": scaled.ttft_p99_target_s,
-                "scale_up_window_s": scaled.scale_up_window_s,
-                "scale_down_utilisation": scaled.scale_down_utilisation,
-                "scale_down_window_s": scaled.scale_down_window_s,
-                "scale_up_cooldown_s": scaled.scale_up_cooldown_s,
-                "scale_down_cooldown_s": scaled.scale_down_cooldown_s,
-                "startup_time_s": scaled.startup_time_s,
-                "allow_spot": scaled.allow_spot,
-            },
+            deployment=deployment, defaults=policy_row(self.scale.policy(self.policy))
         )
         self.policy_id = row.pk
         sync_redis().delete(samples_key(self.name), buckets_key(self.name), SNAPSHOT_KEY)
@@ -296,3 +288,28 @@ class LiveReplay:
             .values_list("state", flat=True)
         )
         return Counter(states)
+
+
+def policy_row(scaled: PolicySpec) -> dict[str, object]:
+    """The replay's AutoscalePolicy row, from the policy on the wall clock. Stored disabled:
+    no other autoscaler sharing the database acts on it; the replay ticks it itself. The
+    loop reads every threshold from this row, the warm pool's sleep mode included."""
+    return {
+        "enabled": False,
+        "mode": scaled.mode,
+        "min_replicas": scaled.min_replicas,
+        "max_replicas": scaled.max_replicas,
+        "warm_pool": scaled.warm_pool,
+        "warm_pool_sleeps": scaled.warm_sleeps,
+        "target_utilisation": scaled.target_utilisation,
+        "scale_up_utilisation": scaled.scale_up_utilisation,
+        "scale_up_queue": scaled.scale_up_queue,
+        "ttft_p99_target_s": scaled.ttft_p99_target_s,
+        "scale_up_window_s": scaled.scale_up_window_s,
+        "scale_down_utilisation": scaled.scale_down_utilisation,
+        "scale_down_window_s": scaled.scale_down_window_s,
+        "scale_up_cooldown_s": scaled.scale_up_cooldown_s,
+        "scale_down_cooldown_s": scaled.scale_down_cooldown_s,
+        "startup_time_s": scaled.startup_time_s,
+        "allow_spot": scaled.allow_spot,
+    }

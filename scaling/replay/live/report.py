@@ -4,6 +4,13 @@ LiveResult carries the simulated replay's ReplayResult shape (requests, met, GPU
 cost, events), so the live rows and the simulated-time prediction print side by side,
 plus what only a live run has: TTFTs, errors, the driver's lag and each process's life.
 Times are reported in trace seconds from the window's start, as the simulated replay does.
+
+GPU-hours count every replica-second from start to stop, asleep or not: a replica in
+vLLM's sleep mode frees its GPU memory, but its process keeps the device (a pod keeps its
+`nvidia.com/gpu`, a host its card), so that is what is paid for and what the oracle's
+figure is compared with. The hours asleep are reported beside them (asleep_seconds,
+awake_gpu_hours): the GPU time sleep mode hands back where the freed memory serves
+something else on the same GPU.
 """
 
 import time
@@ -39,6 +46,14 @@ class LiveResult:
     timeline: list[dict[str, float]] = field(default_factory=list)
     tick_errors: int = 0
     wall_s: float = 0.0
+    label: str = ""  # the warm pool variant (scaling/replay/live/pools.py), if one
+    asleep_seconds: float = 0.0  # wall, of replica_seconds: in sleep mode (no GPU memory)
+    wakes_s: list[float] = field(default_factory=list)  # wall, each wake from sleep mode
+
+    @property
+    def awake_gpu_hours(self) -> float:
+        """GPU-hours without the hours asleep (the module docstring says why both)."""
+        return (self.replica_seconds - self.asleep_seconds) * self.speed / 3600
 
     @property
     def startup_s(self) -> list[float]:
@@ -53,6 +68,7 @@ class LiveResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "controller": self.mode,
+            "pool": self.label,
             "live": True,
             "speed": self.speed,
             "rate_scale": self.rate_scale,
@@ -67,6 +83,9 @@ class LiveResult:
             "driver_lag_p99_s": self.driver_lag_p99_s,
             "replica_seconds": self.replica_seconds,
             "gpu_hours": self.replay.gpu_hours,
+            "asleep_seconds": self.asleep_seconds,
+            "awake_gpu_hours": self.awake_gpu_hours,
+            "wakes_s": self.wakes_s,
             "cost": self.replay.cost,
             "ups": self.replay.count("up"),
             "downs": self.replay.count("down"),
@@ -93,6 +112,7 @@ def live_result(
     tick_errors: int,
     deployment: ModelDeployment,
     wall_s: float,
+    label: str = "",
 ) -> LiveResult:
     """The result of one run, from the driver's requests, the replicas' lives, the
     loop's timeline and the deployment's ScalingDecision rows."""
@@ -101,11 +121,12 @@ def live_result(
     done = [r for r in requests if (r.ttft_s is not None or r.error) and r.error != "cancelled"]
     met = sum(1 for r in requests if r.ttft_s is not None and r.ttft_s <= target and not r.error)
     ttfts = sorted(r.ttft_s for r in requests if r.ttft_s is not None)
-    replica_s, replicas = 0.0, []
+    replica_s, asleep_s, replicas = 0.0, 0.0, []
     end = driver.t_end or time.monotonic()
     for life in lives:
         stopped = life.stopped if life.stopped is not None else end
         replica_s += max(min(stopped, end) - max(life.started, driver.t0), 0.0)
+        asleep_s += life.asleep_within(driver.t0, end)
         replicas.append(
             {
                 "url": life.url,
@@ -118,12 +139,20 @@ def live_result(
                 if life.stopped is None
                 else _trace_s(driver, options, life.stopped),
                 "exited_on_its_own": life.exited,
+                "asleep_s": [
+                    [
+                        _trace_s(driver, options, since),
+                        None if until is None else _trace_s(driver, options, until),
+                    ]
+                    for since, until in life.asleep
+                ],
+                "wakes_s": life.wakes_s,
             }
         )
     gpu_hours = replica_s * speed / 3600
     events, decisions = _events(deployment, driver, options)
     replay = ReplayResult(
-        name=f"{policy.mode} (live)",
+        name=f"{policy.mode} {label} (live)" if label else f"{policy.mode} (live)",
         requests=float(len(requests)),
         met=float(met),
         gpu_hours=gpu_hours,
@@ -149,6 +178,9 @@ def live_result(
         timeline=[{**p, "t": round(p["t"] * speed + options.start_s, 1)} for p in timeline],
         tick_errors=tick_errors,
         wall_s=wall_s,
+        label=label,
+        asleep_seconds=asleep_s,
+        wakes_s=[took for life in lives for took in life.wakes_s],
     )
 
 
