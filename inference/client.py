@@ -196,6 +196,7 @@ async def count_prompt_tokens(
     text_prompt: str | None = None,
     headers: dict[str, str] | None = None,
     timeout_s: float | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> int:
     """The prompt's length in the worker's own tokens, chat template included (vLLM's
     /tokenize): what a request that left before its usage chunk is billed for its prompt,
@@ -208,6 +209,8 @@ async def count_prompt_tokens(
         payload.update(messages=messages, add_generation_prompt=True)
     if tools:
         payload["tools"] = tools
+    if chat_template_kwargs and text_prompt is None:  # e.g. enable_thinking: another prompt
+        payload["chat_template_kwargs"] = chat_template_kwargs
     total = settings.UPSTREAM_CONNECT_TIMEOUT_S + 2 if timeout_s is None else timeout_s
     timeout = aiohttp.ClientTimeout(total=total)
     try:
@@ -215,8 +218,11 @@ async def count_prompt_tokens(
             f"{url}/tokenize", json=payload, timeout=timeout, headers=headers
         ) as reply:
             if reply.status != 200:
-                detail = (await reply.text())[:200]
-                raise UpstreamError(f"tokenize answered {reply.status}: {detail}", url, False)
+                # Only the status: a worker's validation error quotes the prompt it refused,
+                # which must not reach the logs.
+                raise UpstreamError(
+                    f"tokenize answered {reply.status}", url, False, status=reply.status
+                )
             count = (await reply.json()).get("count")
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise UpstreamError(f"tokenize failed: {exc!r}", url, False) from exc

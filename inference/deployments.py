@@ -66,8 +66,15 @@ class DeploymentInfo:
 
     @property
     def speaks_vllm(self) -> bool:
-        """vLLM or its simulator: vLLM's extensions (cache_salt, /tokenize) apply."""
+        """vLLM or its simulator: vLLM's extensions (/tokenize, its sampling fields) apply."""
         return self.worker_kind not in (OPENAI_COMPATIBLE, SGLANG)
+
+    @property
+    def sends_cache_salt(self) -> bool:
+        """Whether requests carry the team's cache_salt, which keeps teams out of each
+        other's prefix cache: vLLM (and its simulator), and SGLang, which takes the same
+        field; never a generic OpenAI-compatible server (a hosted API refuses it)."""
+        return self.worker_kind != OPENAI_COMPATIBLE
 
     @property
     def worker_headers(self) -> dict[str, str]:

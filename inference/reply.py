@@ -85,7 +85,9 @@ class ReplyAssembler:
                 self._delta(delta)
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
-                self.logprob_tokens = [*(self.logprob_tokens or []), *logprobs["content"]]
+                if self.logprob_tokens is None:
+                    self.logprob_tokens = []
+                self.logprob_tokens.extend(logprobs["content"])  # not a copy per chunk
             elif isinstance(logprobs, dict) and isinstance(logprobs.get("tokens"), list):
                 self._text_logprobs(logprobs)
             finish = choice.get("finish_reason")

@@ -164,6 +164,8 @@ class Scraper:
         ) as health:
             if health.status != 200:
                 raise aiohttp.ClientResponseError(health.request_info, (), status=health.status)
+        if worker.deployment.api_key_env:  # /health takes no key: prove ours is taken
+            return await self._answers_models(session, worker)
         return await self._load(session, worker)
 
     async def _answers_models(

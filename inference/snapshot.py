@@ -8,6 +8,7 @@ as unroutable rather than trusted on old numbers.
 import json
 import time
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 
 from django.conf import settings
 
@@ -110,4 +111,14 @@ fleet_view = FleetView()
 
 async def _read_snapshot() -> list[WorkerView]:
     raw = await async_redis().hgetall(SNAPSHOT_KEY)
-    return [WorkerView(**json.loads(value)) for value in raw.values()]
+    return [worker_view(json.loads(value)) for value in raw.values()]
+
+
+def worker_view(fields: dict[str, object]) -> WorkerView:
+    """A WorkerView from a snapshot entry, ignoring fields this process does not know: in a
+    rolling upgrade a newer scraper may publish a field an older gateway lacks, and a
+    refused entry would leave that gateway unable to route at all."""
+    return WorkerView(**{k: v for k, v in fields.items() if k in _FIELDS})  # type: ignore[arg-type]
+
+
+_FIELDS = frozenset(f.name for f in dataclass_fields(WorkerView))

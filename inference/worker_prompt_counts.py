@@ -6,7 +6,7 @@ A remote vLLM worker (or the simulator) counts a prompt exactly as it will bill 
 answers {"count": n}. Admission asks one routable worker of the deployment, bounded by a
 short timeout (WORKER_COUNT_TIMEOUT_S), and keeps the answer in a per-process LRU, so
 a retried or repeated prompt is counted once. A worker that could not count is not asked
-again for BACK_OFF_S (the deployment's prompts are estimated meanwhile).
+again for BACK_OFF_S (the deployment's other workers are, or its prompts are estimated).
 
 The LRU is keyed by team as well as by the prompt's digest: a count served from it is
 faster than one asked of a worker, and a shared entry would tell a team, by timing, that
@@ -21,6 +21,7 @@ deployment), and reconcile corrects the reservation to the worker's usage as bef
 
 import hashlib
 import logging
+import random
 import time
 from collections import OrderedDict
 
@@ -64,13 +65,21 @@ class WorkerPromptCounts:
             self._counts.popitem(last=False)
 
     async def ask(self, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
-        """The worker's count, or None (logged) when no worker could give it in time, or
-        one could not within the last BACK_OFF_S."""
-        if time.monotonic() < self._unable_until.get(deployment.name, float("-inf")):
-            return None
-        workers = await fleet_view.routable(deployment.name)
+        """The worker's count, or None (logged) when no worker could give it in time.
+
+        A worker that could not count at all (no answer, too slow, no /tokenize, a 5xx)
+        is not asked again for BACK_OFF_S. A worker that refused this one prompt (any
+        other 4xx: a template that rejects its role order, say) says nothing about the
+        next: only this request is estimated, so no team's request can switch counting
+        off for the others."""
+        now = time.monotonic()
+        workers = [
+            w
+            for w in await fleet_view.routable(deployment.name)
+            if self._unable_until.get(w.url, float("-inf")) <= now
+        ]
         if not workers:
-            self._log(deployment, "no worker is routable to count it")
+            self._log(deployment, "no worker is routable to count it, or none could lately")
             return None
         worker = _least_busy(workers)
         try:
@@ -82,10 +91,12 @@ class WorkerPromptCounts:
                 chat.text_prompt,
                 deployment.worker_headers,
                 timeout_s=settings.WORKER_COUNT_TIMEOUT_S,
+                chat_template_kwargs=chat.options.get("chat_template_kwargs"),
             )
         except UpstreamError as exc:
-            self._unable_until[deployment.name] = time.monotonic() + BACK_OFF_S
-            self._log(deployment, f"{exc} (not asked again for {BACK_OFF_S:.0f} s)")
+            if not _refused_this_prompt(exc):
+                self._unable_until[worker.url] = time.monotonic() + BACK_OFF_S
+                self._log(deployment, f"{exc} (not asked again for {BACK_OFF_S:.0f} s)")
             return None
 
     def clear(self) -> None:
@@ -114,13 +125,26 @@ def asks_workers(deployment: DeploymentInfo, chat: ChatRequest) -> bool:
     )
 
 
+def _refused_this_prompt(exc: UpstreamError) -> bool:
+    status = exc.status
+    return status is not None and 400 <= status < 500 and status not in (404, 405)
+
+
 def _least_busy(workers: list[WorkerView]) -> WorkerView:
-    return min(workers, key=lambda w: (w.running + w.waiting, w.url))
+    """The least loaded worker, ties broken at random: between two snapshot refreshes the
+    figures do not move, and a fixed order would send every ask to one API server."""
+    least = min(w.running + w.waiting for w in workers)
+    return random.choice([w for w in workers if w.running + w.waiting == least])
 
 
 def _key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> bytes:
     prompt = orjson.dumps(
-        [chat.text_prompt, chat.messages, chat.options.get("tools")],
+        [
+            chat.text_prompt,
+            chat.messages,
+            chat.options.get("tools"),
+            chat.options.get("chat_template_kwargs"),
+        ],
         option=orjson.OPT_SORT_KEYS,
         default=str,
     )

@@ -292,3 +292,11 @@ def test_a_conversation_keeps_the_calls_and_results_and_reads_back_as_a_worker_t
     assert followed[-1]["type"] == "done" and followed[-1]["finish_reason"] in ("stop", "length")
     assert [(m.role, m.content) for m in kept[4:5]] == [("user", "And tomorrow?")]
     assert [m.role for m in kept] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    # Regenerating from tool results would delete the question and the call they answer.
+    [regenerated] = asyncio.run(
+        converse(chat(history, tools=[WEATHER], max_tokens=8, replace_from=question.pk))
+    )
+    assert regenerated[-1]["type"] == "error"
+    assert regenerated[-1]["error"]["param"] == "replace_from"
+    assert "the last message sent must be the user's" in regenerated[-1]["error"]["message"]
+    assert Message.objects.filter(conversation=conversation).count() == len(kept)

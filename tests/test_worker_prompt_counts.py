@@ -4,21 +4,27 @@ can count them (an OpenAI-compatible server, none routable), which the metric sa
 
 import asyncio
 import http.client
+import json
+import logging
 import re
 from collections.abc import Iterator
 from decimal import Decimal
 from functools import partial
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
 from gateway.accounts import actions
 from inference import fleet
 from inference.chat_request import ChatRequest
-from inference.deployments import DeploymentInfo
+from inference.client import close_http_session
+from inference.deployments import DeploymentInfo, catalog
 from inference.models import ModelDeployment
-from inference.snapshot import fleet_view
+from inference.scraper import Scraper
+from inference.sim.text import prompt_tokens
+from inference.snapshot import WorkerView, fleet_view, worker_view
 from inference.worker_prompt_counts import WorkerPromptCounts
 from tests.live import LiveGateway
 from tests.sims import SimProcess
@@ -170,3 +176,76 @@ def test_the_oldest_count_goes_first_when_the_memory_is_full():
 def test_no_routable_worker_gives_no_count():
     fleet_view.invalidate()
     assert asyncio.run(WorkerPromptCounts().ask(deployment_info("nowhere"), chat_of("hi"))) is None
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_prompt_the_worker_refuses_costs_no_back_off_but_a_missing_endpoint_does(caplog):
+    """A 400 for one prompt (here: a message without a role) estimates that request only:
+    the next prompt is counted by the same worker. A 404 (a worker that does not serve the
+    model, or has no /tokenize) keeps that worker from being asked for a while, and says
+    so in the log, with the status only, never the worker's error text."""
+    serving, elsewhere = SimProcess(), SimProcess(model="other")
+    try:
+        remote = fleet.ensure_deployment("remote", served_model_name="sim")
+        fleet.register_worker(remote, serving.url, registered_by="test")
+        wrong = fleet.ensure_deployment("wrong-name", served_model_name="not-served-there")
+        fleet.register_worker(wrong, elsewhere.url, registered_by="test")
+
+        async def scenario() -> tuple[int | None, int | None, int | None, int | None]:
+            try:
+                async with aiohttp.ClientSession() as session:
+                    await Scraper().scrape_once(session)
+                fleet_view.invalidate()
+                counts = WorkerPromptCounts()
+                on_remote, on_wrong = await catalog.get("remote"), await catalog.get("wrong-name")
+                assert on_remote is not None and on_wrong is not None
+                no_role = ChatRequest("remote", [{"content": "no role"}], 8, False, False, {})
+                refused = await counts.ask(on_remote, no_role)
+                counted = await counts.ask(on_remote, chat_of("hello there"))
+                missing = await counts.ask(on_wrong, chat_of("hello there"))
+                again = await counts.ask(on_wrong, chat_of("hello there"))
+                return refused, counted, missing, again
+            finally:
+                await close_http_session()
+
+        with caplog.at_level(logging.WARNING, logger="inference.worker_prompt_counts"):
+            refused, counted, missing, again = asyncio.run(scenario())
+        assert refused is None
+        assert counted == len(prompt_tokens([{"role": "user", "content": "hello there"}]))
+        assert missing is None and again is None
+        warnings = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "inference.worker_prompt_counts" and r.levelno >= logging.WARNING
+        ]
+        assert len(warnings) == 1 and "wrong-name" in warnings[0]
+        assert "tokenize answered 404 (not asked again for 30 s)" in warnings[0]
+    finally:
+        serving.stop()
+        elsewhere.stop()
+
+
+@pytest.mark.unit
+def test_a_snapshot_entry_with_a_field_this_process_does_not_know_is_still_read():
+    """A rolling upgrade: a newer scraper publishes a field an older gateway lacks."""
+    view = WorkerView(
+        1,
+        "http://w:8000",
+        "remote",
+        "sim",
+        "ready",
+        8,
+        {},
+        True,
+        0,
+        0,
+        0,
+        None,
+        None,
+        None,
+        0.0,
+        "",
+    )
+    entry = {**json.loads(view.to_json()), "published_by_a_newer_scraper": 1}
+    assert worker_view(entry) == view

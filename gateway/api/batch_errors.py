@@ -36,6 +36,9 @@ def refusing(view: View) -> View:
             return refusal(400, str(exc), "invalid_value", "limit")
         except DOMAIN_ERRORS as exc:
             return api_error(exc).response()
+        except FileNotFoundError as exc:  # a row whose bytes are gone (deleted meanwhile)
+            logger.error("%s %s: %s", request.method, request.path, exc)
+            return refusal(404, "The file's content is gone.", "not_found", "file_id")
         except StorageUnavailable as exc:
             logger.error("%s %s: %s", request.method, request.path, exc)
             return refusal(

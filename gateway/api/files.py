@@ -3,9 +3,10 @@ Files API does (the official client's files.* calls work unmodified). Only batch
 files are uploaded; batches write their output and error files here."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connections
@@ -23,6 +24,9 @@ from gateway.batches.storage import file_storage
 
 CHUNK_BYTES = 1024 * 1024
 MOST_PER_PAGE = 1000
+STORAGE_THREADS = 4  # per process: file downloads and deletes at once
+_STORAGE_IO = ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="file-storage")
+T = TypeVar("T")
 
 
 def file_object(file: BatchFile) -> dict[str, Any]:
@@ -83,7 +87,10 @@ async def file(request: HttpRequest, file_id: str) -> HttpResponseBase:
     key = await authorized_key(request)
     found = await _team_file(file_id, key.team_id)
     if request.method == "DELETE":
-        await sync_to_async(actions.delete_file)(found)
+        # The bytes on the storage threads: a slow object store must not hold the one
+        # thread every database call of this process shares.
+        await _on_storage_thread(file_storage().delete, found.id)
+        await sync_to_async(actions.forget_file)(found)
         return JsonResponse({"id": found.id, "object": "file", "deleted": True})
     if request.method != "GET":
         return refusal(405, "Use GET or DELETE.", "method_not_allowed")
@@ -100,7 +107,7 @@ async def file_content(request: HttpRequest, file_id: str) -> HttpResponseBase:
     # Opened before the answer starts, so storage that fails is a 503, not a cut stream;
     # off the event loop, since opening may fetch the whole file (object storage).
     opened = ExitStack()
-    content = await asyncio.to_thread(opened.enter_context, file_storage().open(found.id))
+    content = await _on_storage_thread(opened.enter_context, file_storage().open(found.id))
     response = StreamingHttpResponse(_content(content, opened), content_type="application/jsonl")
     response["Content-Length"] = str(found.bytes)
     return response
@@ -108,8 +115,15 @@ async def file_content(request: HttpRequest, file_id: str) -> HttpResponseBase:
 
 async def _content(content: IO[bytes], opened: ExitStack) -> AsyncIterator[bytes]:
     with opened:
-        while chunk := await asyncio.to_thread(content.read, CHUNK_BYTES):
+        while chunk := await _on_storage_thread(content.read, CHUNK_BYTES):
             yield chunk
+
+
+def _on_storage_thread(call: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+    """File storage I/O on a few threads of its own: downloads (which copy a whole object
+    first) wait for one of STORAGE_THREADS rather than fill the default executor that
+    admission's prompt counting uses, and at most that many copies are made at once."""
+    return asyncio.get_running_loop().run_in_executor(_STORAGE_IO, call, *args)
 
 
 async def _team_file(file_id: str, team_id: int) -> BatchFile:

@@ -23,7 +23,7 @@ from gateway.batches.input_file import (
     summarize,
 )
 from gateway.batches.models import Batch, BatchFile
-from gateway.batches.storage import file_storage
+from gateway.batches.storage import StorageUnavailable, file_storage
 from inference.deployments import DeploymentInfo
 from scaling.routing.tiers import AUTO_MODEL, BATCH_TIER, ROUTED_TIERS
 
@@ -117,17 +117,30 @@ def create_output_file(team_id: int, filename: str, content: IO[bytes], size: in
 def delete_file(file: BatchFile) -> None:
     """The bytes first: storage that fails (object storage out of reach) leaves the row,
     so the delete can be asked again, rather than bytes no row remembers."""
+    file_storage().delete(file.id)
+    forget_file(file)
+
+
+def forget_file(file: BatchFile) -> None:
+    """The row of a file whose bytes are gone (delete_file's second half: the API view
+    deletes the bytes on a thread of its own, never the one database calls share)."""
     file_id = file.id  # delete() forgets it
-    file_storage().delete(file_id)
     file.delete()
     logger.info("team %s deleted %s", file.team_id, file_id)
 
 
 def delete_expired_files() -> int:
-    expired = list(BatchFile.objects.filter(expires_at__lte=timezone.now()))
-    for file in expired:
-        delete_file(file)
-    return len(expired)
+    """Expired files, each on its own: storage out of reach for one leaves it for the next
+    sweep and goes on with the rest."""
+    deleted = 0
+    for file in BatchFile.objects.filter(expires_at__lte=timezone.now()):
+        try:
+            delete_file(file)
+        except StorageUnavailable as exc:
+            logger.error("expired file %s kept for the next sweep: %s", file.id, exc)
+            continue
+        deleted += 1
+    return deleted
 
 
 def create_batch(

@@ -24,6 +24,7 @@ import certifi
 import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.views.decorators.debug import sensitive_variables
 from minio import Minio
 from minio.error import InvalidResponseError, MinioException, S3Error
 
@@ -56,6 +57,7 @@ class S3FileStorage(FileStorage):
 
     Arguments default to the BATCH_S3_* settings; tests pass their own."""
 
+    @sensitive_variables("access_key", "secret_key")  # kept off DEBUG's error page
     def __init__(
         self,
         endpoint: str | None = None,

@@ -77,8 +77,9 @@ def conversation_summary(conversation: Conversation) -> dict[str, Any]:
 
 def message_fields(message: Message) -> dict[str, Any]:
     """A message as the page and other clients read it back; a reply's `tool_calls` and a
-    tool result's `tool_call_id` are there only when it has them, in OpenAI's message shape,
-    so the list can be sent back to the socket as it is."""
+    tool result's `tool_call_id` are there only when it has them, in OpenAI's message shape:
+    its role, content, tool_calls and tool_call_id can be sent back to the socket (the
+    record's other fields, id, model and cost, cannot: a chat message refuses them)."""
     fields: dict[str, Any] = {"id": message.pk, "role": message.role, "content": message.content}
     if message.tool_calls:
         fields["tool_calls"] = message.tool_calls

@@ -87,6 +87,14 @@ class ChatThread:
         if replace_from is not None and replace_from not in found:
             message = "'replace_from' must be the id of a user message in this conversation."
             return _invalid(message, "replace_from")
+        if replace_from is not None and not _ends_with_a_question(content.get("messages")):
+            # What replaces a question is a question: tool results sent with replace_from
+            # would delete the question and the call they answer, and keep only themselves.
+            message = (
+                "'replace_from' replaces a user message: the last message sent must be the "
+                "user's. Send tool results without it."
+            )
+            return _invalid(message, "replace_from")
         return cls(credential.user_id, conversation, replace_from)
 
     async def record(
@@ -175,3 +183,12 @@ def _question_ids(user_id: int, conversation_id: int) -> set[int] | None:
     except actions.ConversationNotFound:
         return None
     return set(conversation.messages.filter(role=Message.Role.USER).values_list("id", flat=True))
+
+
+def _ends_with_a_question(messages: object) -> bool:
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and isinstance(messages[-1], dict)
+        and messages[-1].get("role") == "user"
+    )

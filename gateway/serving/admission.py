@@ -246,29 +246,29 @@ async def count_prompt(team_id: int, chat: ChatRequest, deployment: DeploymentIn
     this host (inference/prompt_tokens.py), else as one of its workers counts it (vLLM's
     /tokenize, remembered per team: inference/worker_prompt_counts.py), else the
     upper-leaning estimate. Counted once per request, for the context window and the
-    reservation; sluice_prompt_counted says how."""
+    reservation; sluice_prompt_counted says how (once per request: trim's candidates are
+    not counted in it)."""
     counter = await prompt_counters.for_model(deployment.served_model_name)
-    return await _size(counter, team_id, deployment, chat)
+    size, how = await _size(counter, team_id, deployment, chat)
+    metrics.prompt_counted.labels(deployment.name, how).inc()
+    return size
 
 
 async def _size(
     counter: PromptCounter, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
-) -> PromptSize:
+) -> tuple[PromptSize, str]:
+    """The prompt's size, and how it was counted (the metric's `how`)."""
     if counter.exact_for(chat):
-        metrics.prompt_counted.labels(deployment.name, "tokenizer").inc()
-        return PromptSize(await _count(counter, chat), True)
+        return PromptSize(await _count(counter, chat), True), "tokenizer"
     if asks_workers(deployment, chat):
         count = worker_prompt_counts.remembered(team_id, deployment, chat)
         if count is not None:
-            metrics.prompt_counted.labels(deployment.name, "worker_remembered").inc()
-            return PromptSize(count, True)
+            return PromptSize(count, True), "worker_remembered"
         count = await worker_prompt_counts.ask(deployment, chat)
         if count is not None:
             worker_prompt_counts.remember(team_id, deployment, chat, count)
-            metrics.prompt_counted.labels(deployment.name, "worker").inc()
-            return PromptSize(count, True)
-    metrics.prompt_counted.labels(deployment.name, "estimated").inc()
-    return PromptSize(await _count(counter, chat), False)
+            return PromptSize(count, True), "worker"
+    return PromptSize(await _count(counter, chat), False), "estimated"
 
 
 async def _count(counter: PromptCounter, chat: ChatRequest) -> int:
@@ -344,7 +344,7 @@ async def _trimmed(
     sizes: dict[int, PromptSize] = {}
 
     async def count(candidate: ChatRequest) -> int:
-        size = await _size(counter, caller.team_id, deployment, candidate)
+        size, _ = await _size(counter, caller.team_id, deployment, candidate)
         sizes[len(candidate.messages)] = size
         return size.tokens
 

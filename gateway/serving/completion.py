@@ -266,6 +266,7 @@ class Completion:
                 chat.options.get("tools"),
                 chat.text_prompt,
                 self.deployment.worker_headers,
+                chat_template_kwargs=chat.options.get("chat_template_kwargs"),
             )
         except UpstreamError as exc:
             # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
@@ -307,7 +308,7 @@ class Completion:
             scope=f"team:{team_id}",
         )
         body = self.chat.upstream_body()
-        if self.deployment.speaks_vllm:  # an extension other servers may refuse
+        if self.deployment.sends_cache_salt:  # an extension other servers may refuse
             body = {**body, "cache_salt": team_cache_salt(team_id)}
         return route, body
 

@@ -6,8 +6,9 @@ route wants that bearer token (a 401 without it), as a hosted API does; GET /rea
 the test harness) answers without one.
 
 With --sglang-metrics it serves GET /metrics as SGLang does (`--enable-metrics`): 3
-running, 2 queued, a quarter of its KV pool in use; with --health, GET /health as SGLang's
-(200 once loaded).
+running, 2 queued, a quarter of its KV pool in use. With --health it is SGLang: GET
+/health (200 once loaded), and requests must carry cache_salt (SGLang keeps teams' prefixes
+apart with it) and may carry top_k.
 
 Usage: openai_compatible_worker.py --port N [--model NAME] [--api-key KEY] [--sglang-metrics]
        [--health]
@@ -23,6 +24,7 @@ from aiohttp import web
 
 MODEL: web.AppKey[str] = web.AppKey("model", str)
 API_KEY: web.AppKey[str] = web.AppKey("api_key", str)
+SGLANG: web.AppKey[bool] = web.AppKey("sglang", bool)
 WORDS = ["Hello", " from", " a", " plain", " server."]
 KNOWN = {
     "model",
@@ -59,7 +61,10 @@ async def models(request: web.Request) -> web.Response:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     body: Any = await request.json()
-    unknown = sorted(set(body) - KNOWN)
+    sglang = request.app[SGLANG]
+    unknown = sorted(set(body) - KNOWN - ({"cache_salt", "top_k"} if sglang else set()))
+    if sglang and not body.get("cache_salt"):  # teams must not share its radix cache
+        return _error(400, "this stand-in wants the gateway's cache_salt, as SGLang takes it")
     if unknown:
         return _error(400, f"Unrecognized request argument supplied: {', '.join(unknown)}")
     if body.get("model") != request.app[MODEL]:
@@ -140,6 +145,7 @@ def main() -> None:
     app = web.Application(middlewares=[key_required])
     app[MODEL] = args.model
     app[API_KEY] = args.api_key
+    app[SGLANG] = args.health
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", completions)
     if args.sglang_metrics:

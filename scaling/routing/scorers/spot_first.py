@@ -12,8 +12,9 @@ from scaling.routing.router import Load, RouteContext, Scorer
 
 
 def is_spot(worker: WorkerView) -> bool:
-    """The autoscaler's own reading of the label (scaling/autoscale/loop.py)."""
-    return bool(worker.labels.get("spot"))
+    """The reading billing, GPU costing and the autoscaler share (inference/worker_labels.py:
+    the JSON true only), so a worker routed as spot is also priced as spot."""
+    return worker.spot
 
 
 class SpotFirst(Scorer):
