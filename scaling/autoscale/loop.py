@@ -21,7 +21,8 @@ from django.conf import settings
 from foundation.redis_clients import REDIS_FAILURES
 from inference import fleet
 from inference.models import ModelDeployment, Worker
-from inference.snapshot import SNAPSHOT_KEY, WorkerView
+from inference.snapshot import SNAPSHOT_KEY, WorkerView, worker_view
+from inference.worker_labels import on_spot
 from scaling.autoscale import sleep_mode, status
 from scaling.autoscale.actuators import Actuator, ActuatorError
 from scaling.autoscale.decide import decide
@@ -196,7 +197,7 @@ class AutoscaleLoop:
 
     def _views(self) -> list[WorkerView]:
         raw: dict[str, str] = self.client.hgetall(SNAPSHOT_KEY)  # type: ignore[assignment]
-        return [WorkerView(**json.loads(value)) for value in raw.values()]
+        return [worker_view(json.loads(value)) for value in raw.values()]
 
 
 def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetState:
@@ -213,7 +214,7 @@ def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetSta
                 state=WARM if asleep and w.state == READY else w.state,
                 in_flight=(view.running + view.waiting) if view else 0.0,
                 healthy=bool(view and view.healthy),
-                spot=bool(w.labels.get("spot")),
+                spot=on_spot(w.labels),
                 since=w.state_changed_at.timestamp(),
                 observed_at=view.scraped_at if view else 0.0,
                 managed=w.registered_by.startswith("autoscaler"),

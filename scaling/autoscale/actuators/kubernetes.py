@@ -20,6 +20,7 @@ from typing import Any
 
 from inference import fleet
 from inference.models import ModelDeployment, Worker
+from inference.worker_labels import on_spot
 from scaling.autoscale.actuators.base import Actuator, ActuatorError, Replica
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class KubernetesActuator(Actuator):
 
     def stop_replica(self, worker: Worker) -> None:
         pod = worker.labels.get("pod")
-        spot = bool(worker.labels.get("spot"))
+        spot = on_spot(worker.labels)
         name = self.k8s_name(worker.deployment, spot)
         if isinstance(pod, str):
             patch = {"metadata": {"annotations": {DELETION_COST: "-1000"}}}
