@@ -25,24 +25,11 @@ from inference import fleet
 from inference.chat_tools import MAX_TOOLS
 from inference.client import close_http_session
 from inference.scraper import Scraper
+from tests.test_openai_surface import ASK, QUESTION, TIME, WEATHER  # the same tools
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 PASSWORD = "a-long-test-password-1"
-QUESTION = "What is the weather in Paris?"
-ASK: list[Any] = [{"role": "user", "content": QUESTION}]
-WEATHER: Any = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        },
-    },
-}
-TIME: Any = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
 ENDS = ("done", "stopped", "error")
 
 
