@@ -30,7 +30,7 @@ from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch
 from django.utils.log import log_response
 
-from gateway.api.common import EventStream
+from gateway.api.common import AFTER_SENT, EventStream
 from gateway.serving.errors import ApiError
 
 logger = logging.getLogger(__name__)
@@ -137,8 +137,12 @@ class ApiHandler(ASGIHandler):
     async def _respond_unless_client_leaves(
         self, request: HttpRequest, receive: Any, send: Any
     ) -> None:
-        """A client that disconnects cancels the view, which cancels the upstream request."""
-        respond = asyncio.create_task(self._respond(request, send))
+        """A client that disconnects cancels the view, which cancels the upstream request.
+        Work the response carries for after it is sent (awaiting_after_sent) is awaited
+        however the sending went, outside the race: a client that leaves once it has its
+        reply cannot cut its billing short."""
+        after_sent: list[asyncio.Future[None]] = []
+        respond = asyncio.create_task(self._respond(request, send, after_sent))
         leave = asyncio.create_task(self.listen_for_disconnect(receive))
         try:
             await asyncio.wait([respond, leave], return_when=asyncio.FIRST_COMPLETED)
@@ -146,12 +150,22 @@ class ApiHandler(ASGIHandler):
             for task in (leave, respond):
                 task.cancel()
             results = await asyncio.gather(respond, leave, return_exceptions=True)
+            for work in after_sent:
+                try:
+                    await asyncio.shield(work)
+                except Exception:
+                    logger.exception("work after the response to %s failed", request.path)
         failure = results[0]
         if isinstance(failure, Exception):
             logger.error("API response failed for %s", request.path, exc_info=failure)
 
-    async def _respond(self, request: HttpRequest, send: Any) -> None:
+    async def _respond(
+        self, request: HttpRequest, send: Any, after_sent: list["asyncio.Future[None]"]
+    ) -> None:
         response = await self.run_get_response(request)
+        work = getattr(response, AFTER_SENT, None)
+        if work is not None:
+            after_sent.append(work)
         # The one SecurityMiddleware header that matters for JSON and SSE responses.
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         if isinstance(response, EventStream):

@@ -1,6 +1,7 @@
 """What every /v1/ adapter does around its pipeline: read the bearer key, and finish the
 response (the request counter, x-request-id and the pipeline's headers)."""
 
+import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -29,6 +30,20 @@ class EventStream(StreamingHttpResponse):
         self.events = events
         self["Cache-Control"] = "no-cache"
         self["X-Accel-Buffering"] = "no"  # nginx relays each event at once, whatever its config
+
+
+AFTER_SENT = "sluice_after_sent"
+
+
+def awaiting_after_sent(
+    response: HttpResponseBase, work: "asyncio.Future[None] | None"
+) -> HttpResponseBase:
+    """Work already running that the API handler awaits once the response is sent (a
+    non-streamed reply's billing): the client is not kept waiting for it, and the
+    connection's ASGI call lasts until it is done, so a draining server waits for it."""
+    if work is not None:
+        setattr(response, AFTER_SENT, work)
+    return response
 
 
 def json_response(body: Any, status: int = 200) -> HttpResponse:

@@ -20,7 +20,13 @@ from caching.exact import CacheDirectives
 from foundation import metrics
 from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
-from gateway.api.common import EventStream, credential, finish, json_response
+from gateway.api.common import (
+    EventStream,
+    awaiting_after_sent,
+    credential,
+    finish,
+    json_response,
+)
 from gateway.api.held_stream import STREAM_MARK, Held, held_response_events, open_or_hold
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
 from gateway.drain import drain
@@ -118,13 +124,15 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
     if run.chat.stream:
         return finish(EventStream(_sse(run, shape)), request_id, run.response_headers(), model)
     failure: ApiError | None = None
-    async with run:  # settles before the reply goes out: its time is the gateway's
+    run.bill_after_reply = True  # the caches settle before the reply goes out, billing beside it
+    async with run:
         try:
             body = await shape.whole(run)
         except DOMAIN_ERRORS as exc:
             failure = api_error(exc)
     reply = json_response(body) if failure is None else failure.response()
-    return finish(reply, request_id, run.response_headers(), model)
+    finished = finish(reply, request_id, run.response_headers(), model)
+    return awaiting_after_sent(finished, run.billing)
 
 
 async def _sse(run: Completion, shape: ReplyShape) -> AsyncGenerator[bytes, None]:

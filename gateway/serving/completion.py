@@ -89,6 +89,12 @@ class Completion:
         self.ttft_s: float | None = None
         self.status = "cancelled"  # until the stream ends one way or the other
         self.settled = False
+        # Set by an adapter that sends its whole reply at once: billing (a round trip to
+        # the primary Redis) then runs while the reply goes out, as `billing`, which the
+        # adapter awaits after sending. The quota was reserved at admission, so a team's
+        # next request never sees less in use than there is; it can see more, for a moment.
+        self.bill_after_reply = False
+        self.billing: asyncio.Task[None] | None = None
         self.shared: SharedGeneration | None = None  # set when this request leads one
         # Told when the request is held for a replica of a deployment scaled to zero (the
         # HTTP adapter then keeps a stream's connection alive: gateway/api/views.py).

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 # A usage event Redis refused is queued again after these pauses (31 s in all).
 REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 _retrying: set["asyncio.Task[None]"] = set()
+_billing: set["asyncio.Task[None]"] = set()  # bills that run while their reply goes out
 
 
 async def settle(run: "Completion") -> None:
@@ -43,7 +45,10 @@ async def settle(run: "Completion") -> None:
     )
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)
-    billing = bill(run.reservation, prompt + completion, cost, event)
+    billing: list[Awaitable[None]] = [bill(run.reservation, prompt + completion, cost, event)]
+    if run.bill_after_reply:
+        # Started now, awaited by the adapter once the reply is out (gateway/api_handler.py).
+        run.billing = _in_background(billing.pop())
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
     logger.log(
@@ -62,9 +67,19 @@ async def settle(run: "Completion") -> None:
         # The caches never considered it (a sampled request): nothing to count or keep
         # there, and no task each for gather() to make.
         metrics.cache_results.labels(run.deployment.name, run.cache_result).inc()
-        await billing
+        for part in billing:
+            await part
         return
-    await asyncio.gather(billing, _count_cache_outcome(run), _keep_reply(run))
+    # The caches' part is done before the reply goes out, whenever billing is: a client
+    # that asks again at once finds the reply kept, and its hit counted.
+    await asyncio.gather(*billing, _count_cache_outcome(run), _keep_reply(run))
+
+
+def _in_background(billing: Awaitable[None]) -> "asyncio.Task[None]":
+    task = asyncio.ensure_future(billing)
+    _billing.add(task)
+    task.add_done_callback(_billing.discard)
+    return task
 
 
 async def bill(reservation: Reservation, used_tokens: int, cost: int, event: UsageEvent) -> None:
