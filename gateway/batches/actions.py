@@ -97,8 +97,11 @@ def create_file(
     return row
 
 
-def create_output_file(team_id: int, filename: str, content: IO[bytes], size: int) -> BatchFile:
-    """A batch's output or error file, written by its runner."""
+def store_output_file(team_id: int, filename: str, content: IO[bytes], size: int) -> BatchFile:
+    """A batch's output or error file, written by its runner: the bytes stored, the row
+    returned unsaved, for the caller to save in the transaction that hands the file to its
+    batch (the upload, seconds to object storage for a large batch, is then never made
+    while a row lock is held)."""
     now = timezone.now()
     row = BatchFile(
         id=new_file_id(),
@@ -110,7 +113,6 @@ def create_output_file(team_id: int, filename: str, content: IO[bytes], size: in
         expires_at=now + timedelta(seconds=settings.BATCH_FILE_TTL_S),
     )
     file_storage().save(row.id, content)
-    row.save()
     return row
 
 

@@ -4,6 +4,7 @@ error files. Synchronous (the runner calls them through database_read's thread).
 import io
 import json
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -12,9 +13,10 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from gateway.batches.actions import create_output_file
+from gateway.batches.actions import store_output_file
 from gateway.batches.lines import line_request_id
-from gateway.batches.models import Batch, BatchLine
+from gateway.batches.models import Batch, BatchFile, BatchLine
+from gateway.batches.storage import StorageUnavailable, file_storage
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 
@@ -138,15 +140,21 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
     code, message = NOT_RUN.get(status, ("batch_failed", "The batch failed before this ran."))
     for number, custom_id in sorted(unrun.items()):
         errors.write(_jsonl(_unrun_line(batch_id, number, custom_id, code, message)))
+    stored: dict[str, BatchFile] = {}  # uploaded before the row is locked, not while
+    for kind, content in (("output", output), ("error", errors)):
+        size = content.tell()
+        if size:
+            content.seek(0)
+            name = f"{batch_id}_{kind}.jsonl"
+            stored[kind] = store_output_file(batch.team_id, name, content, size)
     with transaction.atomic():
         batch = Batch.objects.select_for_update().get(id=batch_id)
-        for kind, content in (("output", output), ("error", errors)):
-            size = content.tell()
-            if size:
-                content.seek(0)
-                name = f"{batch_id}_{kind}.jsonl"
-                file = create_output_file(batch.team_id, name, content, size)
-                setattr(batch, f"{kind}_file_id", file.id)
+        if batch.runner != runner:  # the hold was lost during the upload: the next one writes
+            transaction.on_commit(lambda: _drop(stored.values()))
+            return None
+        for kind, file in stored.items():
+            file.save()
+            setattr(batch, f"{kind}_file_id", file.id)
         batch.status = status
         setattr(batch, f"{status}_at", timezone.now())
         batch.failed += len(unrun)
@@ -156,6 +164,14 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
         "batch %s %s: %d completed, %d failed", batch_id, status, batch.completed, batch.failed
     )
     return batch
+
+
+def _drop(files: Iterable[BatchFile]) -> None:
+    for file in files:
+        try:
+            file_storage().delete(file.id)
+        except (StorageUnavailable, OSError) as exc:
+            logger.error("batch output %s left in storage, no row names it: %s", file.id, exc)
 
 
 def fail(batch_id: str, code: str, message: str) -> None:
