@@ -187,7 +187,7 @@ def _slot(
         return None
     if context is None or question is None:
         if semantic.question_too_long(chat):
-            metrics.semantic_skips.labels("too_long").inc()
+            metrics.labelled(metrics.semantic_skips, "too_long").inc()
         return None
     return SemanticSlot.of(context, question)
 
@@ -225,7 +225,7 @@ async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
     except TextTooLong:
         # Past the 1,016 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
         # dense (CJK, code). Cut short, it would match any question that starts alike.
-        metrics.semantic_skips.labels("too_long").inc()
+        metrics.labelled(metrics.semantic_skips, "too_long").inc()
         return None
     return slot.embedded(vector)
 

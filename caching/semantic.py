@@ -240,13 +240,13 @@ async def lookup(
         else:
             if reported[index] is not None:
                 why = "audit" if _text(reported[index]) == "audit" else "reported"
-                metrics.semantic_rejections.labels(why).inc()
+                metrics.labelled(metrics.semantic_rejections, why).inc()
                 continue
             if verify_enabled:
                 verdict = verify(slot.question, entry["question"])
                 verdicts[index] = verdict.accepted  # candidates are scored's first entries
                 if not verdict.accepted:
-                    metrics.semantic_rejections.labels(verdict.reason).inc()
+                    metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
                     continue
                 if bound is not None or len(slot.question) <= LONG_QUESTION_CHARS:
                     # Decisive under a bound; logged for the preview of one otherwise
@@ -256,7 +256,7 @@ async def lookup(
                     )
             probability = probabilities[index]  # always set under a bound: verify is on
             if bound is not None and (probability is None or probability > bound):
-                metrics.semantic_rejections.labels("over_bound").inc()
+                metrics.labelled(metrics.semantic_rejections, "over_bound").inc()
                 continue
         match = SemanticMatch(
             CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]

@@ -1,11 +1,11 @@
 """Validate an OpenAI chat completion request body into what the gateway needs."""
 
 import ipaddress
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from foundation.json_bytes import json_bytes
 from inference.chat_options import (
     IGNORED,
     PASSTHROUGH,
@@ -91,11 +91,11 @@ class ChatRequest:
         parts too) and of what the worker renders into the prompt besides (tool schemas):
         English runs about 4 bytes a token, code about 3, and CJK text 3 bytes a character
         at about one token each, so the reservation is rarely short."""
-        encoded = json.dumps(self.messages, ensure_ascii=False, separators=(",", ":"))
+        encoded = json_bytes(self.messages)  # compact UTF-8, as json.dumps would size it
         rendered = sum(
             json_size(self.options[name]) for name in PROMPT_OPTIONS if name in self.options
         )
-        return (len(encoded.encode()) + rendered) // 3 + 4 * len(self.messages) + 8
+        return (len(encoded) + rendered) // 3 + 4 * len(self.messages) + 8
 
     def first_image_part(self) -> str | None:
         """Where the first image part is (a param path), or None for text only."""

@@ -55,7 +55,7 @@ def json_response(body: Any, status: int = 200) -> HttpResponse:
 def finish(
     response: HttpResponseBase, request_id: str, headers: dict[str, str], model: str = "-"
 ) -> HttpResponseBase:
-    metrics.requests.labels(model, str(response.status_code)).inc()
+    metrics.labelled(metrics.requests, model, str(response.status_code)).inc()
     response["x-request-id"] = request_id
     for name, value in headers.items():
         response[name] = value

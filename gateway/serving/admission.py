@@ -250,7 +250,7 @@ async def count_prompt(team_id: int, chat: ChatRequest, deployment: DeploymentIn
     not counted in it)."""
     counter = await prompt_counters.for_model(deployment.served_model_name)
     size, how = await _size(counter, team_id, deployment, chat)
-    metrics.prompt_counted.labels(deployment.name, how).inc()
+    metrics.labelled(metrics.prompt_counted, deployment.name, how).inc()
     return size
 
 
@@ -382,6 +382,6 @@ async def reserve_tokens(
     try:
         return await admit(await limits_for_team(caller.team_id), request, caller.key_rpm)
     except QuotaExceeded as exc:
-        metrics.quota_rejections.labels(exc.limit).inc()
+        metrics.labelled(metrics.quota_rejections, exc.limit).inc()
         await count_rejection(caller.team_id, exc.limit)
         raise

@@ -74,7 +74,7 @@ def schedule(dispatcher: Dispatcher, job: AuditJob) -> None:
     """Start the audit in the background (the request it audits is already answered), or
     skip it while AUDITS_IN_FLIGHT audits run in this process."""
     if len(_running) >= AUDITS_IN_FLIGHT:
-        metrics.semantic_audits.labels("skipped").inc()
+        metrics.labelled(metrics.semantic_audits, "skipped").inc()
         return
     task = asyncio.get_running_loop().create_task(run(dispatcher, job))
     _running.add(task)
@@ -89,7 +89,7 @@ async def run(dispatcher: Dispatcher, job: AuditJob) -> str:
     except Exception:
         logger.exception("audit of %s failed", job.request_id)
         outcome = "failed"
-    metrics.semantic_audits.labels(outcome).inc()
+    metrics.labelled(metrics.semantic_audits, outcome).inc()
     logger.info("semantic cache audit of %s (%s): %s", job.request_id, job.entry_key, outcome)
     return outcome
 
@@ -130,7 +130,7 @@ async def _regenerate(dispatcher: Dispatcher, job: AuditJob) -> str | None:
         logger.info("audit of %s: no fresh answer: %s", job.request_id, exc)
         return None
     tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-    metrics.semantic_audit_tokens.labels(job.deployment.name).inc(tokens)
+    metrics.labelled(metrics.semantic_audit_tokens, job.deployment.name).inc(tokens)
     return reply.text
 
 

@@ -206,7 +206,7 @@ class Completion:
         """Called once, as the response's headers go out (a stream's after its first
         chunk, a whole reply's at its end): the overhead is measured here."""
         overhead = self.overhead_s()
-        metrics.gateway_overhead.labels(self.deployment.name).observe(overhead)
+        metrics.labelled(metrics.gateway_overhead, self.deployment.name).observe(overhead)
         headers = {
             "x-sluice-overhead-ms": f"{overhead * 1000:.2f}",
             **rate_limit_headers(self.reservation.state),
@@ -276,7 +276,7 @@ class Completion:
             )
         except UpstreamError as exc:
             # Billed anyway, on the upper-leaning estimate admission reserved; said loudly.
-            metrics.prompt_tokens_estimated.labels(self.deployment.name).inc()
+            metrics.labelled(metrics.prompt_tokens_estimated, self.deployment.name).inc()
             logger.warning(
                 "request %s: prompt billed on the estimate, the worker could not count it: %s",
                 self.request_id,

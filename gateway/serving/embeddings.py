@@ -259,8 +259,8 @@ async def _settle(run: EmbeddingRun) -> None:
     model, used = run.deployment.name, run.used_tokens
     cost = run.deployment.cost_micros(used, 0, bool(run.reservation.batch_id), spot=run.on_spot)
     latency_s = time.monotonic() - run.started_at
-    metrics.latency.labels(model).observe(latency_s)
-    metrics.tokens.labels(model, "prompt").inc(used)
+    metrics.labelled(metrics.latency, model).observe(latency_s)
+    metrics.labelled(metrics.tokens, model, "prompt").inc(used)
     event = UsageEvent(
         request_id=run.request_id,
         team_id=run.reservation.team_id,

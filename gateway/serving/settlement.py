@@ -66,7 +66,7 @@ async def settle(run: "Completion") -> None:
     if run.cache.key is None and run.cache.hit is None:
         # The caches never considered it (a sampled request): nothing to count or keep
         # there, and no task each for gather() to make.
-        metrics.cache_results.labels(run.deployment.name, run.cache_result).inc()
+        metrics.labelled(metrics.cache_results, run.deployment.name, run.cache_result).inc()
         for part in billing:
             await part
         return
@@ -136,11 +136,11 @@ async def _outcome(reply: "asyncio.Future[object]") -> object:
 
 def _observe_metrics(run: "Completion", prompt: int, completion: int) -> None:
     model = run.deployment.name
-    metrics.latency.labels(model).observe(time.monotonic() - run.started_at)
+    metrics.labelled(metrics.latency, model).observe(time.monotonic() - run.started_at)
     if run.ttft_s is not None:
-        metrics.ttft.labels(model).observe(run.ttft_s)
-    metrics.tokens.labels(model, "prompt").inc(prompt)
-    metrics.tokens.labels(model, "completion").inc(completion)
+        metrics.labelled(metrics.ttft, model).observe(run.ttft_s)
+    metrics.labelled(metrics.tokens, model, "prompt").inc(prompt)
+    metrics.labelled(metrics.tokens, model, "completion").inc(completion)
 
 
 def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> UsageEvent:
@@ -164,7 +164,7 @@ def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> 
 
 async def _count_cache_outcome(run: "Completion") -> None:
     model, result = run.deployment.name, run.cache_result
-    metrics.cache_results.labels(model, result).inc()
+    metrics.labelled(metrics.cache_results, model, result).inc()
     saved = saved_cost = 0
     if run.served_without_generating:
         prompt, completion = run.used_tokens()
@@ -173,8 +173,8 @@ async def _count_cache_outcome(run: "Completion") -> None:
             prompt + completion,
             run.deployment.cost_micros(prompt, completion, batch),
         )
-        metrics.cache_tokens_saved.labels(model).inc(saved)
-        metrics.cache_cost_saved.labels(model).inc(saved_cost)
+        metrics.labelled(metrics.cache_tokens_saved, model).inc(saved)
+        metrics.labelled(metrics.cache_cost_saved, model).inc(saved_cost)
     team_id = run.reservation.team_id
     await responses.settle(run.cache, run.request_id, team_id, result, saved, saved_cost)
 

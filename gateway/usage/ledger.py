@@ -17,6 +17,7 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
+from foundation.json_bytes import json_bytes
 from foundation.redis_clients import async_redis, sync_redis
 from gateway.accounts.models import Team
 from gateway.usage.models import UsageRecord
@@ -50,11 +51,11 @@ async def record_usage(event: UsageEvent) -> None:
     await async_redis().xadd(STREAM, {"event": json.dumps(asdict(event))})
 
 
-def usage_command(event: UsageEvent) -> tuple[str, ...]:
+def usage_command(event: UsageEvent) -> tuple[str | bytes, ...]:
     """record_usage() as one raw command, for the caller's pipeline or batch. The event's
     fields are flat, so its __dict__ is what asdict() would build with a deep copy (which
-    cost 1.6% of a cache hit's CPU in a profile)."""
-    return ("XADD", STREAM, "*", "event", json.dumps(vars(event)))
+    cost 1.6% of a cache hit's CPU in a profile), encoded by orjson (json.dumps: 1%)."""
+    return ("XADD", STREAM, "*", "event", json_bytes(vars(event)))
 
 
 def ensure_group(client: redis.Redis) -> None:
