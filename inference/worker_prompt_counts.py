@@ -28,6 +28,7 @@ from collections import OrderedDict
 import orjson
 from django.conf import settings
 
+from foundation.single_flight import SingleFlight
 from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
 from inference.deployments import DeploymentInfo
@@ -49,6 +50,26 @@ class WorkerPromptCounts:
         self._counts: OrderedDict[bytes, int] = OrderedDict()
         self._logged_at: dict[str, float] = {}
         self._unable_until: dict[str, float] = {}
+        self._asking: SingleFlight[int | None] = SingleFlight()
+
+    async def count(
+        self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
+    ) -> tuple[int, str] | None:
+        """The prompt's count and how it was had ("worker_remembered", or "worker": asked,
+        once for every identical prompt of the team's in flight at that moment), or None
+        when no worker could count it (see ask)."""
+        key = _key(team_id, deployment, chat)
+        count = self._counts.get(key)
+        if count is not None:
+            self._counts.move_to_end(key)
+            return count, "worker_remembered"
+        # Shared within the team only: another team's identical prompt answered sooner
+        # would tell it, by timing, that this prompt was just sent.
+        asked = await self._asking.run(key, lambda: self.ask(deployment, chat))
+        if asked is None:
+            return None
+        self._remember(key, asked)
+        return asked, "worker"
 
     def remembered(self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
         key = _key(team_id, deployment, chat)
@@ -60,7 +81,10 @@ class WorkerPromptCounts:
     def remember(
         self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest, count: int
     ) -> None:
-        self._counts[_key(team_id, deployment, chat)] = count
+        self._remember(_key(team_id, deployment, chat), count)
+
+    def _remember(self, key: bytes, count: int) -> None:
+        self._counts[key] = count
         while len(self._counts) > self.capacity:
             self._counts.popitem(last=False)
 

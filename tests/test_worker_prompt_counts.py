@@ -249,3 +249,38 @@ def test_a_snapshot_entry_with_a_field_this_process_does_not_know_is_still_read(
     )
     entry = {**json.loads(view.to_json()), "published_by_a_newer_scraper": 1}
     assert worker_view(entry) == view
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_identical_prompts_asked_at_once_are_counted_once_per_team():
+    """Eight requests of one team with the same prompt, admitted together, cost the worker
+    one /tokenize; another team's same prompt is asked on its own (sharing it would tell
+    that team, by timing, that the prompt was just sent)."""
+    sim = SimProcess()
+    try:
+        remote = fleet.ensure_deployment("remote", served_model_name="sim")
+        fleet.register_worker(remote, sim.url, registered_by="test")
+        question = "the same question, eight times at once"
+
+        async def scenario() -> list[tuple[int, str] | None]:
+            try:
+                async with aiohttp.ClientSession() as session:
+                    await Scraper().scrape_once(session)
+                fleet_view.invalidate()
+                counts = WorkerPromptCounts()
+                deployment = await catalog.get("remote")
+                assert deployment is not None
+                teams = [1] * 8 + [2] * 3
+                asks = (counts.count(team, deployment, chat_of(question)) for team in teams)
+                return await asyncio.gather(*asks)
+            finally:
+                await close_http_session()
+
+        asked_before = sim.metric("sim:tokenize_requests_total")
+        results = asyncio.run(scenario())
+        assert sim.metric("sim:tokenize_requests_total") - asked_before == 2
+        expected = len(prompt_tokens([{"role": "user", "content": question}]))
+        assert results == [(expected, "worker")] * 11
+    finally:
+        sim.stop()

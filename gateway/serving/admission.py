@@ -261,13 +261,9 @@ async def _size(
     if counter.exact_for(chat):
         return PromptSize(await _count(counter, chat), True), "tokenizer"
     if asks_workers(deployment, chat):
-        count = worker_prompt_counts.remembered(team_id, deployment, chat)
-        if count is not None:
-            return PromptSize(count, True), "worker_remembered"
-        count = await worker_prompt_counts.ask(deployment, chat)
-        if count is not None:
-            worker_prompt_counts.remember(team_id, deployment, chat, count)
-            return PromptSize(count, True), "worker"
+        counted = await worker_prompt_counts.count(team_id, deployment, chat)
+        if counted is not None:
+            return PromptSize(counted[0], True), counted[1]
     return PromptSize(await _count(counter, chat), False), "estimated"
 
 

@@ -71,6 +71,10 @@ class SimMetrics:
         self._aborted = Counter(
             "vllm:request_aborted", "Cancelled requests", labels, registry=self.registry
         )
+        # Not one of vLLM's: what the simulator adds so tests can count the gateway's asks.
+        self.tokenize_requests = Counter(
+            "sim:tokenize_requests", "Prompts counted by /tokenize", labels, registry=self.registry
+        )
         self._ttft = Histogram(
             "vllm:time_to_first_token_seconds",
             "Time to first token",
@@ -97,6 +101,7 @@ class SimMetrics:
             self._success,
             self._aborted,
             self._ttft,
+            self.tokenize_requests,
         ):
             metric.labels(model_name)  # export every series from the start, at zero
 

@@ -326,6 +326,7 @@ async def tokenize(http: web.Request) -> web.Response:
     if body.get("model") != http.app[MODEL]:
         return _error(404, f"The model `{body.get('model')}` does not exist.")
     count = len(prompt_tokens(messages))
+    http.app[ENGINE].metrics.tokenize_requests.labels(http.app[MODEL]).inc()
     return web.json_response({"count": count, "max_model_len": SIM_MAX_MODEL_LEN, "tokens": []})
 
 
