@@ -118,7 +118,7 @@ semantic_lookup = Histogram(
 
 
 Metric = TypeVar("Metric", bound=MetricWrapperBase)
-_children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+_children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
 CHILDREN_KEPT = 4096  # label values are deployment names and fixed outcomes: far fewer
 
 
@@ -126,7 +126,7 @@ def labelled(metric: Metric, *values: str) -> Metric:
     """metric.labels(*values), remembered: prometheus_client checks the values and takes a
     lock on every labels() call, a few microseconds each, and a request makes about ten
     (4% of a cache hit's CPU in a profile). Never called with raw client input."""
-    key = (id(metric), values)
+    key = (metric, values)  # the metric itself: an id could be reused by another
     child = _children.get(key)
     if child is None:
         child = metric.labels(*values)

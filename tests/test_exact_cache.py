@@ -62,7 +62,11 @@ def test_a_repeated_deterministic_request_is_answered_without_the_worker(platfor
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
     assert generations(platform) == before
 
-    ingest("test-consumer")
+    def both_hits() -> bool:  # billed as (or just after) each reply went out
+        ingest("test-consumer")
+        return UsageRecord.objects.filter(cache_result="hit-exact").count() >= 2
+
+    wait_until(both_hits, 5, "the two hits' usage records")
     hits = UsageRecord.objects.filter(cache_result="hit-exact")
     assert hits.count() == 2
     assert {(r.prompt_tokens, r.completion_tokens, r.cost_micros) for r in hits} == {(0, 0, 0)}

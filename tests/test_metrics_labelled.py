@@ -8,7 +8,8 @@ from foundation import metrics
 pytestmark = pytest.mark.unit
 
 
-def test_a_remembered_child_counts_into_the_series_labels_names() -> None:
+def test_a_remembered_child_counts_into_the_series_labels_names(monkeypatch) -> None:
+    monkeypatch.setattr(metrics, "_children", {})
     registry = CollectorRegistry()
     counter = Counter("probe", "a probe", ["model", "status"], registry=registry)
     metrics.labelled(counter, "m", "200").inc()

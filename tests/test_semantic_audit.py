@@ -3,6 +3,7 @@ the question is answered again by the model, billed to the platform, and the two
 compared; the entry learns from the outcome."""
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,24 @@ from tests.waiting import wait_until
 ORIGINAL = "What is the capital of France?"
 PARAPHRASE = "What's the capital of France?"
 AUDITS = "sluice_cache_semantic_audits_total"
+
+
+def settled_records(team: Any) -> int:
+    """The team's usage records once none is on its way: a non-streamed reply is billed as
+    it goes out, a moment after the client has it (two reads half a second apart agree)."""
+
+    def count() -> int:
+        ingest("test-consumer")
+        return UsageRecord.objects.filter(team_id=team.pk).count()
+
+    def stable() -> tuple[int] | None:
+        first = count()
+        time.sleep(0.5)
+        return (first,) if count() == first else None
+
+    settled = wait_until(stable, 10, "the team's usage records to settle")
+    assert settled is not None
+    return settled[0]
 
 
 def audits(platform: dict[str, Any], outcome: str) -> float:
@@ -53,8 +72,7 @@ def test_an_audit_that_disagrees_takes_the_entry_out_of_service_at_the_platforms
     """The simulator answers each prompt with its own words, so a paraphrase's fresh reply
     differs from the cached one: the entry stops answering other questions."""
     client, team = platform["client"], platform["team"].pk
-    ingest("test-consumer")
-    before = UsageRecord.objects.filter(team_id=team).count()
+    before = settled_records(platform["team"])
     update_cache_policy(team, audit_rate=1.0)
     assert ask(client, ORIGINAL)[1] == "miss"
     asked = 1 + hit_until_audited(platform, "disagreed")
@@ -65,8 +83,7 @@ def test_an_audit_that_disagrees_takes_the_entry_out_of_service_at_the_platforms
     assert lines['sluice_cache_semantic_rejections_total{reason="audit"}'] >= 1
     assert lines['sluice_cache_semantic_audit_tokens_total{model="small-model"}'] > 0
     # The team has a usage record per request it made, none for the audits' generations.
-    ingest("test-consumer")
-    assert UsageRecord.objects.filter(team_id=team).count() == before + asked
+    assert settled_records(platform["team"]) == before + asked
     assert audits(platform, "agreed") == 0
 
 

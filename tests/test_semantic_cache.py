@@ -54,8 +54,13 @@ def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, pa
     assert state == "hit-semantic"
     assert second == first
     assert generations(platform) == before  # no GPU work for the hit
-    ingest("test-consumer")
-    hit = UsageRecord.objects.get(cache_result="hit-semantic")
+
+    def the_hit() -> UsageRecord | None:  # billed as (or just after) the reply went out
+        ingest("test-consumer")
+        return UsageRecord.objects.filter(cache_result="hit-semantic").first()
+
+    hit = wait_until(the_hit, 5, "the hit's usage record")
+    assert hit is not None
     assert (hit.prompt_tokens, hit.completion_tokens, hit.cost_micros) == (0, 0, 0)
 
 

@@ -5,6 +5,7 @@ answer (JSON or server-sent events). Plain async views on the hot path (no DRF).
 bodies over MAX_REQUEST_BODY_BYTES never get here (gateway/body_limit.py).
 """
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -125,11 +126,16 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
         return finish(EventStream(_sse(run, shape)), request_id, run.response_headers(), model)
     failure: ApiError | None = None
     run.bill_after_reply = True  # the caches settle before the reply goes out, billing beside it
-    async with run:
-        try:
-            body = await shape.whole(run)
-        except DOMAIN_ERRORS as exc:
-            failure = api_error(exc)
+    try:
+        async with run:
+            try:
+                body = await shape.whole(run)
+            except DOMAIN_ERRORS as exc:
+                failure = api_error(exc)
+    except BaseException:
+        if run.billing is not None:  # no reply will carry it to the handler: wait for it here
+            await asyncio.shield(run.billing)
+        raise
     reply = json_response(body) if failure is None else failure.response()
     finished = finish(reply, request_id, run.response_headers(), model)
     return awaiting_after_sent(finished, run.billing)

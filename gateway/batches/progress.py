@@ -23,6 +23,9 @@ from gateway.usage.models import UsageRecord
 logger = logging.getLogger(__name__)
 Status = Batch.Status
 QUEUED = "queued"  # the holder of a batch whose run is queued and not yet started
+# How long a runner writing a batch's files holds it without a heartbeat: a runner that dies
+# while writing them is replaced after this, rather than after BATCH_RUNNER_STALE_S.
+FINALIZE_HOLD = timedelta(minutes=10)
 # What a line that never ran says in the error file, by how its batch ended.
 NOT_RUN = {
     Status.EXPIRED: (
@@ -129,9 +132,13 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
     # A cancelled batch stays "cancelling" while its files are written (as OpenAI's do), so
     # a runner that dies now leaves it to be cancelled, not run on, by the next.
     held = Batch.objects.filter(id=batch_id, runner=runner)
+    # The runner's heartbeat has stopped: the hold is renewed for the upload instead, or a
+    # large output slow to reach object storage would be taken over by the sweep, written
+    # again by the next runner, and taken over again.
+    hold: dict[str, Any] = {"heartbeat_at": timezone.now() + FINALIZE_HOLD}
     if status != Status.CANCELLED:
-        held.update(status=Status.FINALIZING, finalizing_at=timezone.now())
-    if not held.exists():
+        hold.update(status=Status.FINALIZING, finalizing_at=timezone.now())
+    if not held.update(**hold):
         return None
     batch = Batch.objects.get(id=batch_id)
     output, errors = io.BytesIO(), io.BytesIO()
@@ -141,29 +148,38 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
     for number, custom_id in sorted(unrun.items()):
         errors.write(_jsonl(_unrun_line(batch_id, number, custom_id, code, message)))
     stored: dict[str, BatchFile] = {}  # uploaded before the row is locked, not while
-    for kind, content in (("output", output), ("error", errors)):
-        size = content.tell()
-        if size:
-            content.seek(0)
-            name = f"{batch_id}_{kind}.jsonl"
-            stored[kind] = store_output_file(batch.team_id, name, content, size)
-    with transaction.atomic():
-        batch = Batch.objects.select_for_update().get(id=batch_id)
-        if batch.runner != runner:  # the hold was lost during the upload: the next one writes
-            transaction.on_commit(lambda: _drop(stored.values()))
+    try:
+        for kind, content in (("output", output), ("error", errors)):
+            size = content.tell()
+            if size:
+                content.seek(0)
+                name = f"{batch_id}_{kind}.jsonl"
+                stored[kind] = store_output_file(batch.team_id, name, content, size)
+        with transaction.atomic():
+            batch = Batch.objects.select_for_update().get(id=batch_id)
+            if batch.runner != runner:  # lost during the upload: the next one writes them
+                raise HoldLost
+            for kind, file in stored.items():
+                file.save()
+                setattr(batch, f"{kind}_file_id", file.id)
+            batch.status = status
+            setattr(batch, f"{status}_at", timezone.now())
+            batch.failed += len(unrun)
+            batch.runner, batch.heartbeat_at = "", None
+            batch.save()
+    except BaseException as exc:
+        _drop(stored.values())  # no row names them: nothing else would ever remove them
+        if isinstance(exc, HoldLost):
             return None
-        for kind, file in stored.items():
-            file.save()
-            setattr(batch, f"{kind}_file_id", file.id)
-        batch.status = status
-        setattr(batch, f"{status}_at", timezone.now())
-        batch.failed += len(unrun)
-        batch.runner, batch.heartbeat_at = "", None
-        batch.save()
+        raise
     logger.info(
         "batch %s %s: %d completed, %d failed", batch_id, status, batch.completed, batch.failed
     )
     return batch
+
+
+class HoldLost(Exception):
+    """Another runner took the batch over while this one was writing its files."""
 
 
 def _drop(files: Iterable[BatchFile]) -> None:

@@ -46,8 +46,9 @@ async def settle(run: "Completion") -> None:
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)
     billing: list[Awaitable[None]] = [bill(run.reservation, prompt + completion, cost, event)]
-    if run.bill_after_reply:
+    if run.bill_after_reply and run.status != "cancelled":
         # Started now, awaited by the adapter once the reply is out (gateway/api_handler.py).
+        # A client that left gets no reply: its billing is awaited here, as any other's.
         run.billing = _in_background(billing.pop())
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
