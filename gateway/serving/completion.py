@@ -91,8 +91,9 @@ class Completion:
         self.settled = False
         # Set by an adapter that sends its whole reply at once: billing (a round trip to
         # the primary Redis) then runs while the reply goes out, as `billing`, which the
-        # adapter awaits after sending. The quota was reserved at admission, so a team's
-        # next request never sees less in use than there is; it can see more, for a moment.
+        # adapter awaits after sending (a client that left, or a view that failed, gets no
+        # reply: billed before the view returns). The quota was reserved at admission, so
+        # for a moment the team's next request sees the reservation where the usage will be.
         self.bill_after_reply = False
         self.billing: asyncio.Task[None] | None = None
         self.shared: SharedGeneration | None = None  # set when this request leads one
