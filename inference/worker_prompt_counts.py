@@ -59,9 +59,8 @@ class WorkerPromptCounts:
         once for every identical prompt of the team's in flight at that moment), or None
         when no worker could count it (see ask)."""
         key = _key(team_id, deployment, chat)
-        count = self._counts.get(key)
+        count = self._recall(key)
         if count is not None:
-            self._counts.move_to_end(key)
             return count, "worker_remembered"
         # Shared within the team only: another team's identical prompt answered sooner
         # would tell it, by timing, that this prompt was just sent.
@@ -72,10 +71,12 @@ class WorkerPromptCounts:
         return asked, "worker"
 
     def remembered(self, team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
-        key = _key(team_id, deployment, chat)
+        return self._recall(_key(team_id, deployment, chat))
+
+    def _recall(self, key: bytes) -> int | None:
         count = self._counts.get(key)
         if count is not None:
-            self._counts.move_to_end(key)
+            self._counts.move_to_end(key)  # used: the newest
         return count
 
     def remember(

@@ -27,10 +27,10 @@ def test_a_usage_event_refused_by_redis_is_queued_once_it_is_back(
         settings.REDIS_URL = unreachable_redis_url
         reset_clients()
         await settlement.bill(reservation, 5, 0, event)  # returns: the client is not held
-        assert settlement._retrying, "the event is being retried in the background"
+        assert settlement._background, "the event is being retried in the background"
         settings.REDIS_URL = redis_server  # Redis is back
         reset_clients()
-        await asyncio.gather(*settlement._retrying)
+        await asyncio.gather(*settlement._background)
 
     asyncio.run(settle_while_redis_is_away())
     entries: list[tuple[str, dict[str, str]]] = sync_redis().xrange(STREAM)  # type: ignore[assignment]

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # A usage event Redis refused is queued again after these pauses (31 s in all).
 REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-_retrying: set["asyncio.Task[None]"] = set()
-_billing: set["asyncio.Task[None]"] = set()  # bills that run while their reply goes out
+# Tasks nothing else holds (bills running while their reply goes out, usage events queued
+# again after an outage): kept here until done, so they are not collected mid-flight.
+_background: set["asyncio.Task[None]"] = set()
 
 
 async def settle(run: "Completion") -> None:
@@ -45,11 +46,12 @@ async def settle(run: "Completion") -> None:
     )
     _observe_metrics(run, prompt, completion)
     event = _usage_event(run, prompt, completion, cost)
-    billing: list[Awaitable[None]] = [bill(run.reservation, prompt + completion, cost, event)]
+    charge = bill(run.reservation, prompt + completion, cost, event)
+    billing: Awaitable[None] | None = charge  # None once it runs on its own
     if run.bill_after_reply and run.status != "cancelled":
         # Started now, awaited by the adapter once the reply is out (gateway/api_handler.py).
         # A client that left gets no reply: its billing is awaited here, as any other's.
-        run.billing = _in_background(billing.pop())
+        run.billing, billing = _in_background(charge), None
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
     logger.log(
@@ -68,18 +70,21 @@ async def settle(run: "Completion") -> None:
         # The caches never considered it (a sampled request): nothing to count or keep
         # there, and no task each for gather() to make.
         metrics.labelled(metrics.cache_results, run.deployment.name, run.cache_result).inc()
-        for part in billing:
-            await part
+        if billing is not None:
+            await billing
         return
     # The caches' part is done before the reply goes out, whenever billing is: a client
     # that asks again at once finds the reply kept, and its hit counted.
-    await asyncio.gather(*billing, _count_cache_outcome(run), _keep_reply(run))
+    parts: list[Awaitable[None]] = [_count_cache_outcome(run), _keep_reply(run)]
+    if billing is not None:
+        parts.append(billing)
+    await asyncio.gather(*parts)
 
 
-def _in_background(billing: Awaitable[None]) -> "asyncio.Task[None]":
-    task = asyncio.ensure_future(billing)
-    _billing.add(task)
-    task.add_done_callback(_billing.discard)
+def _in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
     return task
 
 
@@ -103,9 +108,7 @@ async def bill(reservation: Reservation, used_tokens: int, cost: int, event: Usa
             # Redis restarting (a failover, an AOF replay) is back within seconds: keep the
             # event and try again in the background rather than lose it (the chaos run lost
             # one this way). The client is not kept waiting.
-            task = asyncio.get_running_loop().create_task(_queue_later(event))
-            _retrying.add(task)
-            task.add_done_callback(_retrying.discard)
+            _in_background(_queue_later(event))
 
 
 async def _queue_later(event: UsageEvent) -> None:
