@@ -130,10 +130,26 @@ async def authenticated(session: aiohttp.ClientSession, url: str, key: str) -> A
     ws = await session.ws_connect(
         url.replace("http://", "ws://") + "/ws/chat/", headers={"Origin": url}, heartbeat=None
     )
-    await ws.send_json({"type": "auth", "api_key": key})
-    assert (await ws.receive_json(timeout=5))["type"] == "ready"
-    assert (await ws.receive_json(timeout=5))["type"] == "quota"
+    for _ in range(AUTH_TRIES):
+        await ws.send_json({"type": "auth", "api_key": key})
+        answer = await ws.receive_json(timeout=5)
+        if not is_transient_error(answer):
+            break
+        # A 503 (Redis slower than its 1 s timeout on a loaded machine, just after `make
+        # run` started): the platform fails closed and a client retries; not this test's
+        # subject. A wrong key (401) or anything else fails at once.
+        await asyncio.sleep(0.5)
+    assert answer["type"] == "ready", answer
+    quota = await ws.receive_json(timeout=5)
+    assert quota["type"] == "quota", quota
     return ws
+
+
+AUTH_TRIES = 5
+
+
+def is_transient_error(event: Any) -> bool:
+    return event.get("type") == "error" and event["error"]["type"] == "api_error"
 
 
 async def events_until_closed(ws: Any, timeout_s: float) -> list[Any]:
