@@ -149,7 +149,7 @@ AUTH_TRIES = 5
 
 
 def is_transient_error(event: Any) -> bool:
-    return event.get("type") == "error" and event["error"]["type"] == "api_error"
+    return bool(event.get("type") == "error" and event["error"]["type"] == "api_error")
 
 
 async def events_until_closed(ws: Any, timeout_s: float) -> list[Any]:
