@@ -10,7 +10,3 @@ class Outcome(StrEnum):
     COALESCED = "coalesced"  # shared another identical request's generation
     MISS = "miss"
     BYPASS = "bypass"  # the caches were not consulted (sampled, no-cache, or unreachable)
-
-    @property
-    def served_from_cache(self) -> bool:
-        return self in (Outcome.HIT_EXACT, Outcome.HIT_SEMANTIC)

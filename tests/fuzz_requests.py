@@ -4,10 +4,8 @@ bytes no client library writes: Latin-1 header values, chunked uploads.
 """
 
 import asyncio
-import itertools
 import json
 import random
-import re
 from dataclasses import dataclass, field
 
 from tests.fuzzing import (
@@ -143,16 +141,6 @@ class Frame:
     data: bytes | None = None  # a binary frame
     answered: bool = True  # the server replies (a stop with nothing streaming gets nothing)
     auth: bool = False  # an auth message: a refusal counts toward the socket's limit
-
-
-STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-BRACKET = re.compile(r"[\[\]{}]")
-
-
-def nesting_depth(text: str) -> int:
-    """How deep the arrays and objects of a JSON text nest (strings skipped)."""
-    steps = (1 if b in "[{" else -1 for b in BRACKET.findall(STRING.sub("", text)))
-    return max(itertools.accumulate(steps, initial=0))
 
 
 def _not_json(literal: str) -> None:

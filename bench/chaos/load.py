@@ -27,7 +27,6 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -604,11 +603,3 @@ async def until_served(
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"gateway {position} did not serve: {attempt}")
                 await asyncio.sleep(0.5)
-
-
-def summary(attempts: Iterable[Attempt]) -> Counter[tuple[str, str, str]]:
-    """(team, transport, outcome or error code) -> count."""
-    return Counter(
-        (a.team, a.transport + (" stream" if a.stream else ""), a.code or a.outcome)
-        for a in attempts
-    )

@@ -97,10 +97,6 @@ def change_conversation(conversation: Conversation, changes: Mapping[str, Any]) 
     return conversation
 
 
-def rename_conversation(conversation: Conversation, title: str) -> Conversation:
-    return change_conversation(conversation, {"title": title})
-
-
 @transaction.atomic
 def delete_conversation(conversation: Conversation) -> None:
     conversation.delete()  # its messages go with it (on_delete=CASCADE)
