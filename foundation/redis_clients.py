@@ -77,8 +77,9 @@ def _reconnect_once(asynchronous: bool) -> Retry | AsyncRetry:
     outside any fault (the chaos run's late 503). Only a connection error is retried, at
     once: a timeout (a hung Redis) still fails fast, and a refused reconnect fails as
     before. A command that ran just before its connection broke could run twice; for the
-    quota scripts that is a reservation counted twice, the safe side of a limit, and
-    settlement already retried a failed reconcile the same way.
+    admission script that is a reservation counted twice, the safe side of a limit, and the
+    reconcile script applies once per reservation (its settled marker), as settlement's own
+    retry of a failed reconcile needs.
     """
     kind = AsyncRetry if asynchronous else Retry
     return kind(NoBackoff(), retries=1, supported_errors=(redis.exceptions.ConnectionError,))

@@ -210,3 +210,17 @@ def test_admission_fails_closed_and_fast_when_redis_is_unreachable(
     with pytest.raises(AdmissionUnavailable):
         admit_sync(QuotaLimits(requests_per_minute=10), request())
     assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.live
+def test_a_reconcile_run_twice_gives_unused_tokens_back_once():
+    limits = QuotaLimits(tokens_per_minute=1_000, tokens_per_month=10_000)
+    reservation = admit_sync(limits, request(prompt=100, max_tokens=700, cost=800))
+    reconcile_sync(reservation, used_tokens=150, used_cost_micros=150)
+    # Settlement's retry after a timeout, when Redis had run the first one anyway (its
+    # reply read too late), or redis-py's resend on a new connection.
+    reconcile_sync(reservation, used_tokens=150, used_cost_micros=150)
+    used = usage(1, limits)
+    assert used["tokens_per_minute"] == 150
+    assert used["tokens_per_month"] == 150
+    assert used["budget_per_month_micros"] == 150

@@ -8,6 +8,7 @@ gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 
 import calendar
 import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -95,6 +96,9 @@ class Reservation:
     # concurrency cap from them, with no second lookup.
     limits: QuotaLimits = field(default_factory=QuotaLimits)
     batch_id: str = ""  # a batch line's: dispatched at batch priority, priced at its discount
+    # Names the reservation's settled marker, so a reconcile that runs twice (retried after
+    # a timeout, when Redis had run it anyway) gives the unused tokens back once.
+    reservation_id: str = field(default_factory=lambda: secrets.token_hex(8))
 
 
 _ADMIT = LuaScript(_LUA_DIR / "admit.lua")
@@ -204,13 +208,24 @@ def _reconcile_call(
         counters["tokens_per_minute"],
         counters["tokens_per_month"],
         counters["budget_per_month"],
+        settled_marker_key(reservation),
     ]
     args: list[int | str] = [
         reservation.bucket_second,
         used_tokens - reservation.tokens,
         used_cost_micros - reservation.cost_micros,
+        SETTLED_MARKER_TTL_S,
     ]
     return keys, args
+
+
+# Far longer than the life of one reconcile's retries: settlement retries at once, and a
+# command that timed out on the client, queued behind a slow one, runs seconds later at most.
+SETTLED_MARKER_TTL_S = 60
+
+
+def settled_marker_key(reservation: Reservation) -> str:
+    return f"sluice:quota:{{t{reservation.team_id}}}:settled:{reservation.reservation_id}"
 
 
 def reconcile_command(

@@ -91,7 +91,9 @@ def _in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
 async def bill(reservation: Reservation, used_tokens: int, cost: int, event: UsageEvent) -> None:
     """Reconcile the reservation and queue the usage event in one round trip; each is
     retried on its own if the pipeline could not do it (a Redis restart forgot the
-    reconcile script, say), and each failure is logged with what it leaves behind."""
+    reconcile script, say), and each failure is logged with what it leaves behind. A retry
+    is safe where the first try ran after all (a timeout whose command Redis ran): the
+    reconcile applies once per reservation, and the ledger keeps one record per request."""
     batch = async_redis_batch()  # with other requests' admissions and settlements
     reconciling = batch.submit(*reconcile_command(reservation, used_tokens, cost))
     queueing = batch.submit(*usage_command(event))
