@@ -36,6 +36,9 @@ from inference.snapshot import WorkerView, fleet_view
 
 logger = logging.getLogger(__name__)
 LOG_EVERY_S = 60.0
+# A worker tokenizes this many in well under WORKER_COUNT_TIMEOUT_S; a timeout on a shorter
+# prompt means the worker is slow, on a longer one perhaps only that the prompt is long.
+LONG_PROMPT_TOKENS = 8_000
 # After a worker could not count (no /tokenize, an error, too slow), the deployment's
 # prompts are estimated without asking for this long: a worker without the endpoint, or
 # one too loaded to answer in time, must not cost every admission a failed request.
@@ -92,11 +95,12 @@ class WorkerPromptCounts:
     async def ask(self, deployment: DeploymentInfo, chat: ChatRequest) -> int | None:
         """The worker's count, or None (logged) when no worker could give it in time.
 
-        A worker that could not count at all (no answer, too slow, no /tokenize, a 5xx)
-        is not asked again for BACK_OFF_S. A worker that refused this one prompt (any
-        other 4xx: a template that rejects its role order, say) says nothing about the
-        next: only this request is estimated, so no team's request can switch counting
-        off for the others."""
+        A worker that could not count at all (no answer, too slow for a prompt of up to
+        LONG_PROMPT_TOKENS, no /tokenize, a 5xx) is not asked again for BACK_OFF_S. A
+        worker that refused this one prompt (any other 4xx: a template that rejects its
+        role order, say), or was too slow for a longer one, says nothing about the next:
+        only this request is estimated, so no team's request can switch counting off for
+        the others."""
         now = time.monotonic()
         workers = [
             w
@@ -119,7 +123,7 @@ class WorkerPromptCounts:
                 chat_template_kwargs=chat.options.get("chat_template_kwargs"),
             )
         except UpstreamError as exc:
-            if not _refused_this_prompt(exc):
+            if not _refused_this_prompt(exc) and not _slow_for_its_size(exc, chat):
                 self._unable_until[worker.url] = time.monotonic() + BACK_OFF_S
                 self._log(deployment, f"{exc} (not asked again for {BACK_OFF_S:.0f} s)")
             return None
@@ -153,6 +157,14 @@ def asks_workers(deployment: DeploymentInfo, chat: ChatRequest) -> bool:
 def _refused_this_prompt(exc: UpstreamError) -> bool:
     status = exc.status
     return status is not None and 400 <= status < 500 and status not in (404, 405)
+
+
+def _slow_for_its_size(exc: UpstreamError, chat: ChatRequest) -> bool:
+    """A long prompt that took longer than the timeout to tokenize says nothing about the
+    worker: backing off for it would let one team, sending such prompts, switch counting
+    off for every team's requests (each then estimated, reserved high, perhaps refused)."""
+    timed_out = isinstance(exc.__cause__, TimeoutError)
+    return timed_out and chat.estimated_prompt_tokens() > LONG_PROMPT_TOKENS
 
 
 def _least_busy(workers: list[WorkerView]) -> WorkerView:

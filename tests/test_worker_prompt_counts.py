@@ -284,3 +284,44 @@ def test_identical_prompts_asked_at_once_are_counted_once_per_team():
         assert results == [(expected, "worker")] * 11
     finally:
         sim.stop()
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_long_prompt_too_slow_to_count_costs_no_back_off_but_a_short_one_does(settings):
+    """One team's very long prompts, each slower to tokenize than the timeout, must not
+    switch counting off for every team: only that request is estimated. A short prompt
+    that times out says the worker is slow, and it is not asked for a while."""
+    sim = SimProcess()
+    try:
+        remote = fleet.ensure_deployment("remote", served_model_name="sim")
+        fleet.register_worker(remote, sim.url, registered_by="test")
+        long_prompt = chat_of("word " * 20_000)  # estimated at about 33,000 tokens
+
+        async def scenario() -> tuple[int | None, int | None, int | None, int | None]:
+            try:
+                async with aiohttp.ClientSession() as session:
+                    await Scraper().scrape_once(session)
+                fleet_view.invalidate()
+                counts = WorkerPromptCounts()
+                deployment = await catalog.get("remote")
+                assert deployment is not None
+                settings.WORKER_COUNT_TIMEOUT_S = 1e-6  # every ask times out
+                long_timed_out = await counts.ask(deployment, long_prompt)
+                settings.WORKER_COUNT_TIMEOUT_S = 5.0
+                counted_next = await counts.ask(deployment, chat_of("hello there"))
+                settings.WORKER_COUNT_TIMEOUT_S = 1e-6
+                short_timed_out = await counts.ask(deployment, chat_of("hello"))
+                settings.WORKER_COUNT_TIMEOUT_S = 5.0
+                backed_off = await counts.ask(deployment, chat_of("hello there"))
+                return long_timed_out, counted_next, short_timed_out, backed_off
+            finally:
+                await close_http_session()
+
+        long_timed_out, counted_next, short_timed_out, backed_off = asyncio.run(scenario())
+        assert long_timed_out is None
+        assert counted_next == len(prompt_tokens([{"role": "user", "content": "hello there"}]))
+        assert short_timed_out is None
+        assert backed_off is None
+    finally:
+        sim.stop()
