@@ -8,6 +8,8 @@
   listening) is refused: 503 `service_unavailable` in OpenAI's shape, `Retry-After: 1` and
   `Connection: close`, so the client's next try opens a connection that reaches another
   process. The probes (/healthz, /readyz, /metrics) still answer: /readyz says 503 itself.
+- `lifespan.shutdown` waits up to SHUTDOWN_SETTLE_S for settlement work still running
+  in the background (gateway/serving/settlement.py) before the event loop ends.
 - WebSockets pass through: the chat consumer tells a socket that connects while draining
   that the server is restarting, in the event shape the web chat already shows.
 """
@@ -18,10 +20,14 @@ from typing import Any
 from django.conf import settings
 
 from gateway.drain import drain
+from gateway.serving import settlement
 from gateway.serving.errors import ApiError
 
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 RETRY_AFTER_S = 1
+# A bill is one round trip; what takes longer is a usage event waiting for Redis to come
+# back, which is logged whole (for replay) when cut off here.
+SHUTDOWN_SETTLE_S = 5.0
 
 
 def restarting() -> ApiError:
@@ -54,6 +60,9 @@ class DrainGuard:
                 drain.install(settings.GATEWAY_DRAIN_TIMEOUT_S)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                # Bills running beside replies already sent, usage events queued again:
+                # the loop ends after this, and would cancel them unlogged.
+                await settlement.finish_background(SHUTDOWN_SETTLE_S)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

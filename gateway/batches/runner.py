@@ -37,6 +37,7 @@ from gateway.batches.input_file import (
 from gateway.batches.lines import LineResult, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
 from gateway.batches.storage import file_storage
+from gateway.serving import settlement
 from gateway.serving.admission import BatchKeyCredential, choose_target
 from gateway.serving.errors import DOMAIN_ERRORS
 from inference.client import close_http_session
@@ -267,4 +268,7 @@ async def run_batch(batch_id: str, runner: str) -> None:
         try:
             await BatchRunner(batch, runner).run(content)
         finally:
+            # Lines' usage events queued again after a Redis outage: the loop ends with
+            # this run, and a line counted finished must not lose its usage unlogged.
+            await settlement.finish_background(sum(settlement.REQUEUE_PAUSES_S) + 5)
             await close_http_session()  # its connections belong to this event loop

@@ -44,7 +44,6 @@ Chunk = dict[str, Any]
 # are this process's view.
 dispatcher = Dispatcher()
 coalescer = Coalescer()
-_background: set["asyncio.Task[None]"] = set()  # settlements waiting for a shared generation
 
 
 def team_cache_salt(team_id: int) -> str:
@@ -143,9 +142,7 @@ class Completion:
         if self.shared is not None and not self.shared.done:
             # This request started a generation others still read, then left: bill all of it
             # once it ends, in the background (the leaver is not kept waiting).
-            task = asyncio.get_running_loop().create_task(self._settle_when_shared_ends())
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            settlement.in_background(self._settle_when_shared_ends())
             return
         await self._settle_after(self.shared)
 

@@ -51,7 +51,7 @@ async def settle(run: "Completion") -> None:
     if run.bill_after_reply and run.status != "cancelled":
         # Started now, awaited by the adapter once the reply is out (gateway/api_handler.py).
         # A client that left gets no reply: its billing is awaited here, as any other's.
-        run.billing, billing = _in_background(charge), None
+        run.billing, billing = in_background(charge), None
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
     logger.log(
@@ -81,11 +81,28 @@ async def settle(run: "Completion") -> None:
     await asyncio.gather(*parts)
 
 
-def _in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
+def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
+    """Settlement work that outlives the request that started it, held until done."""
     task = asyncio.ensure_future(work)
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
+
+
+async def finish_background(timeout_s: float) -> None:
+    """Before this event loop ends (a server shutting down, a batch run returning): wait
+    for the bills and usage events still on their way, so none is cut off unlogged; what
+    is still running after timeout_s is cancelled, and a usage event cut off so logs its
+    whole record."""
+    if not _background:
+        return
+    pending = set(_background)
+    logger.info("waiting for %d settlements still running", len(pending))
+    _, late = await asyncio.wait(pending, timeout=timeout_s)
+    for task in late:
+        task.cancel()
+    if late:
+        await asyncio.wait(late)
 
 
 async def bill(reservation: Reservation, used_tokens: int, cost: int, event: UsageEvent) -> None:
@@ -110,25 +127,33 @@ async def bill(reservation: Reservation, used_tokens: int, cost: int, event: Usa
             # Redis restarting (a failover, an AOF replay) is back within seconds: keep the
             # event and try again in the background rather than lose it (the chaos run lost
             # one this way). The client is not kept waiting.
-            _in_background(_queue_later(event))
+            in_background(_queue_later(event))
 
 
 async def _queue_later(event: UsageEvent) -> None:
-    for pause_s in REQUEUE_PAUSES_S:
-        await asyncio.sleep(pause_s)
-        try:
-            await record_usage(event)
-        except REDIS_FAILURES:
-            continue
-        logger.warning(
-            "request %s: usage event queued late, after a Redis outage", event.request_id
-        )
-        return
+    try:
+        for pause_s in REQUEUE_PAUSES_S:
+            await asyncio.sleep(pause_s)
+            try:
+                await record_usage(event)
+            except REDIS_FAILURES:
+                continue
+            logger.warning(
+                "request %s: usage event queued late, after a Redis outage", event.request_id
+            )
+            return
+    except asyncio.CancelledError:
+        _log_lost(event, "the process stopped before Redis was back")
+        raise
+    _log_lost(event, f"Redis unreachable for {sum(REQUEUE_PAUSES_S):g} s")
+
+
+def _log_lost(event: UsageEvent, why: str) -> None:
     # The log line carries the whole event, so it can still be replayed by hand.
     logger.error(
-        "request %s: usage event not queued, Redis unreachable for %.0f s: %s",
+        "request %s: usage event not queued, %s: %s",
         event.request_id,
-        sum(REQUEUE_PAUSES_S),
+        why,
         json.dumps(asdict(event)),
     )
 
