@@ -7,7 +7,7 @@ forgets loaded scripts) costs one extra round trip, never an error.
 
 import asyncio
 import hashlib
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,26 @@ class LuaScript:
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()  # noqa: S324 - Redis's id
 
     async def run_batched(
-        self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
+        self,
+        batcher: CommandBatcher,
+        keys: Sequence[str],
+        args: Sequence[int | str],
+        abandoned: Callable[[Any], None] | None = None,
     ) -> Any:
-        """run(), sharing a pipeline with whatever else this event-loop turn sends."""
-        return await self.submitted(batcher, keys, args)
+        """run(), sharing a pipeline with whatever else this event-loop turn sends.
+
+        abandoned: for a script whose effect someone must undo if its caller is cancelled
+        (a client gone while its quota is being reserved). The command then still goes out
+        and runs, and abandoned gets its reply, instead of the reply being dropped unread."""
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        reply = batcher.submit(*command)
+        if abandoned is None:
+            return await self._reply(batcher, reply, command)
+        try:
+            return await self._reply(batcher, asyncio.shield(reply), command)
+        except asyncio.CancelledError:
+            reply.add_done_callback(lambda done: _hand_over(done, abandoned))
+            raise
 
     def submitted(
         self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
@@ -52,3 +68,9 @@ class LuaScript:
         except redis.exceptions.NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+def _hand_over(done: "asyncio.Future[Any]", abandoned: Callable[[Any], None]) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return  # never ran, or failed: nothing to undo
+    abandoned(done.result())

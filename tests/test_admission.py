@@ -5,6 +5,7 @@ import socket
 import time
 
 import pytest
+import redis.asyncio
 from asgiref.sync import async_to_sync
 
 from foundation.embedded_redis import free_port
@@ -224,3 +225,38 @@ def test_a_reconcile_run_twice_gives_unused_tokens_back_once():
     assert used["tokens_per_minute"] == 150
     assert used["tokens_per_month"] == 150
     assert used["budget_per_month_micros"] == 150
+
+
+@pytest.mark.live
+def test_a_caller_gone_while_its_admission_is_in_redis_gets_its_tokens_given_back(settings):
+    """Redis busy (a slow script ahead in line) when the client hangs up: the admission
+    script still runs once Redis is free, and nothing would settle what it reserved. Its
+    tokens come back; the request still counts toward requests per minute."""
+    limits = QuotaLimits(requests_per_minute=100, tokens_per_minute=10_000)
+
+    async def leave_mid_admission() -> None:
+        busy = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        await busy.ping()
+        await admit(limits, request(prompt=1, max_tokens=1))  # the script loaded, warm pool
+        await reconcile(await admit(limits, request(prompt=1, max_tokens=1)), 0, 0)
+        blocking = asyncio.ensure_future(busy.eval(BUSY_FOR_HALF_A_SECOND, 0))
+        await asyncio.sleep(0.1)  # the script is running: Redis reads nothing else
+        admitting = asyncio.ensure_future(admit(limits, request(prompt=100, max_tokens=900)))
+        await asyncio.sleep(0.1)  # its command sent, waiting behind the script
+        admitting.cancel()
+        await blocking
+        await asyncio.sleep(0.3)  # the admission runs, then what it reserved is given back
+        await busy.aclose()
+        assert admitting.cancelled()
+
+    async_to_sync(leave_mid_admission)()
+    used = usage(1, limits)
+    assert used["requests_per_minute"] == 3
+    assert used["tokens_per_minute"] == 2  # the first request's, never settled here
+
+
+BUSY_FOR_HALF_A_SECOND = """
+local start = os.clock()
+while os.clock() - start < 0.5 do end
+return 1
+"""

@@ -6,7 +6,10 @@ gives back what was not used. Both steps are single Lua scripts (lua/), atomic a
 gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 """
 
+import asyncio
 import calendar
+import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -170,8 +173,9 @@ async def admit(
         MONTH_COUNTER_TTL_S,
         next_month,
     ]
+    give_back = functools.partial(_give_back_if_admitted, request, limits, month)
     try:
-        reply = await _ADMIT.run_batched(async_redis_batch(), keys, args)
+        reply = await _ADMIT.run_batched(async_redis_batch(), keys, args, abandoned=give_back)
     except REDIS_FAILURES as exc:
         logger.error(
             "admission refused for team %s: Redis failed: %s: %s",
@@ -187,6 +191,12 @@ async def admit(
             retry_after_s=None if wait_ms < 0 else wait_ms / 1000,
             state=_state(limits, reply[3:]),
         )
+    return _reservation(request, limits, month, reply)
+
+
+def _reservation(
+    request: AdmissionRequest, limits: QuotaLimits, month: str, reply: list[Any]
+) -> Reservation:
     return Reservation(
         team_id=request.team_id,
         key_id=request.key_id,
@@ -198,6 +208,29 @@ async def admit(
         limits=limits,
         batch_id=request.batch_id,
     )
+
+
+def _give_back_if_admitted(
+    request: AdmissionRequest, limits: QuotaLimits, month: str, reply: list[Any]
+) -> None:
+    """The caller left while its admission was on its way to Redis (the client hung up):
+    nothing will settle what the script reserved, so its tokens and cost are given back
+    now; the request itself still counts toward requests per minute."""
+    if int(reply[0]) == 0:
+        return  # refused: nothing was reserved
+    reservation = _reservation(request, limits, month, reply)
+    task = asyncio.ensure_future(_settle_unused(reservation))
+    _giving_back.add(task)
+    task.add_done_callback(_giving_back.discard)
+
+
+_giving_back: set["asyncio.Task[None]"] = set()
+
+
+async def _settle_unused(reservation: Reservation) -> None:
+    # A failure is logged by reconcile: the reservation stays charged, the safe side.
+    with contextlib.suppress(AdmissionUnavailable):
+        await reconcile(reservation, 0, 0)
 
 
 def _reconcile_call(
