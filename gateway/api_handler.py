@@ -179,10 +179,17 @@ class ApiHandler(ASGIHandler):
         headers = [
             (name.encode("ascii"), value.encode("latin1")) for name, value in response.items()
         ]
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
         async with aclosing(response.events) as events:
+            # The first event is taken before anything is sent: it enters the stream's
+            # `async with run`, so a send cancelled from here on (a client that reads
+            # nothing, a shutdown) still settles the request when the events are closed.
+            # It is ready at once: the pipeline returned with the first chunk in hand.
+            first = await anext(events, None)
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+            if first is not None:
+                await send({"type": "http.response.body", "body": first, "more_body": True})
             async for event in events:
                 await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body"})

@@ -180,7 +180,9 @@ class Completion:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await asyncio.shield(self.settle())
+        # Shielded and held: a caller cancelled meanwhile (a client gone during the
+        # worker's /tokenize, say) leaves it to finish, and a shutting-down loop waits.
+        await asyncio.shield(settlement.in_background(self.settle()))
 
     @property
     def finish_reason(self) -> str | None:

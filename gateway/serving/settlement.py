@@ -86,7 +86,14 @@ def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
     task = asyncio.ensure_future(work)
     _background.add(task)
     task.add_done_callback(_background.discard)
+    task.add_done_callback(_log_if_failed)
     return task
+
+
+def _log_if_failed(task: "asyncio.Task[None]") -> None:
+    # Nothing else may read its outcome (its request gone): a failure is said here.
+    if not task.cancelled() and (failure := task.exception()) is not None:
+        logger.error("settlement work failed", exc_info=failure)
 
 
 async def finish_background(timeout_s: float) -> None:
