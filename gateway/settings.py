@@ -271,6 +271,9 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # No script reads the CSRF cookie: every form takes its token from the page.
 CSRF_COOKIE_HTTPONLY = True
+# Flash messages in the session, not in a cookie: the admin shows a new API key's plaintext
+# once as a message, and a cookie is signed but not encrypted.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 # HSTS: 0 (off) until the site is served over HTTPS only; a browser then refuses plain HTTP
 # for this long. Start small (300) and raise it to a year (31536000) once it works.
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)

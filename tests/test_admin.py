@@ -6,8 +6,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from gateway.accounts import actions
+from gateway.accounts.api.views import VIEW_KEYS
 from gateway.accounts.authentication import authenticate_key
 from gateway.accounts.models import ApiKey
+from tests.staff import staff_user
 
 pytestmark = pytest.mark.django_db
 MODELS = ["team", "membership", "apikey", "quotapolicy"]
@@ -64,3 +66,19 @@ def test_the_admin_revoke_action_revokes(staff_client):
     )
     key.refresh_from_db()
     assert key.revoked_at is not None
+
+
+@pytest.mark.live
+def test_staff_who_may_only_view_keys_cannot_revoke_them():
+    team = actions.create_team("Acme")
+    key = actions.issue_api_key(team).key
+    viewer = Client()
+    viewer.force_login(staff_user("viewer", VIEW_KEYS))
+    listing = viewer.get("/admin/accounts/apikey/")
+    assert listing.status_code == 200 and "revoke_selected" not in listing.content.decode()
+    viewer.post(
+        "/admin/accounts/apikey/",
+        {"action": "revoke_selected", "_selected_action": [key.pk]},
+    )
+    key.refresh_from_db()
+    assert key.revoked_at is None

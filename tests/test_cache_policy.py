@@ -16,6 +16,7 @@ from caching.policy import cache_policies, default_settings, policy_for_team
 from foundation.redis_clients import sync_redis
 from gateway.accounts import actions
 from gateway.accounts.models import Membership
+from tests.staff import EVERY_TEAM_ACTION, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # publishing happens on commit
 effective = async_to_sync(policy_for_team)
@@ -63,9 +64,7 @@ def test_only_staff_change_a_policy_and_bad_values_change_nothing(team):
     assert as_admin.patch("/api/v1/teams/acme/cache/", body, format="json").status_code == 403
 
     staff = APIClient()
-    staff.force_authenticate(
-        get_user_model().objects.create_user("ops", password="pw-not-used-1234", is_staff=True)
-    )
+    staff.force_authenticate(staff_user("ops", *EVERY_TEAM_ACTION))
     for bad in ({"similarity_threshold": 1.5}, {"memory_budget_bytes": 10}, {"exact_ttl_s": 0}):
         assert staff.patch("/api/v1/teams/acme/cache/", bad, format="json").status_code == 400
     assert not CachePolicy.objects.exists()

@@ -21,6 +21,7 @@ from gateway.accounts.quotas import RateLimitState
 from gateway.accounts.records import effective_limits, limits_for_team, team_limits
 from gateway.serving.errors import rate_limit_headers
 from tests.conftest import MESSAGES
+from tests.staff import EVERY_TEAM_ACTION, staff_user
 from tests.waiting import wait_until
 
 RATE_LIMIT_HEADERS = [
@@ -109,7 +110,7 @@ def test_limits_given_at_creation_make_an_own_policy_with_the_rest_from_the_defa
 def test_the_management_api_shows_a_new_team_on_the_default_without_giving_it_a_policy():
     team = actions.create_team("Newco")
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user("ops", is_staff=True))
+    client.force_authenticate(staff_user("ops", *EVERY_TEAM_ACTION))
     body = client.get("/api/v1/teams/newco/quota/").json()
     assert body["source"] == "default"
     assert body["requests_per_minute"] == DefaultQuotaPolicy.load().requests_per_minute
@@ -122,7 +123,7 @@ def test_the_management_api_gives_a_team_its_own_policy_and_takes_it_back():
     actions.update_default_quota(requests_per_minute=10, tokens_per_minute=1_000)
     team = actions.create_team("Newco")
     client = APIClient()
-    client.force_authenticate(get_user_model().objects.create_user("ops", is_staff=True))
+    client.force_authenticate(staff_user("ops", *EVERY_TEAM_ACTION))
     usage = client.get("/api/v1/teams/newco/usage/").json()["limits"]
     assert {item["limit"]: item["limit_value"] for item in usage}["requests_per_minute"] == 10
     changed = client.patch("/api/v1/teams/newco/quota/", {"requests_per_minute": 50}, "json")

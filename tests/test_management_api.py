@@ -6,10 +6,12 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from gateway.accounts import actions
+from gateway.accounts.api.views import ADD_KEY, VIEW_KEYS
 from gateway.accounts.authentication import AuthenticationFailed, authenticate_key
 from gateway.accounts.models import ApiKey, Membership, QuotaPolicy
 from gateway.accounts.quotas import AdmissionRequest, admit
 from gateway.accounts.records import key_records, limits_for_team, team_limits
+from tests.staff import EVERY_TEAM_ACTION, staff_user
 
 pytestmark = pytest.mark.django_db
 authenticate = async_to_sync(authenticate_key)
@@ -151,7 +153,7 @@ def test_team_admins_read_but_cannot_change_their_own_quota(admin_client, team):
 @pytest.fixture
 def staff_client():
     client = APIClient()
-    ops = get_user_model().objects.create_user("ops", password="pw-1234", is_staff=True)
+    ops = staff_user("ops", *EVERY_TEAM_ACTION)
     client.force_authenticate(ops)
     return client
 
@@ -235,3 +237,26 @@ def test_a_manage_key_may_not_grant_a_scope_it_lacks(team):
         f"/api/v1/teams/{team.slug}/keys/", {"scopes": ["inference"]}, format="json"
     )
     assert response.status_code == 403 and "scopes" in response.json()
+
+
+@pytest.mark.live
+def test_staff_act_on_a_team_only_with_the_admin_sites_permission_for_the_action(team):
+    """A staff account that may only read keys (a dashboard viewer, say) lists them but
+    mints none, revokes none and lifts no limit: the same rights the admin site gives."""
+    key = actions.issue_api_key(team).key
+    viewer = APIClient()
+    viewer.force_authenticate(staff_user("viewer", VIEW_KEYS))
+    assert viewer.get("/api/v1/teams/acme/keys/").status_code == 200
+    minted = viewer.post("/api/v1/teams/acme/keys/", {"scopes": ["manage"]}, format="json")
+    assert minted.status_code == 403 and "accounts.add_apikey" in minted.json()["detail"]
+    revoked = viewer.post(f"/api/v1/teams/acme/keys/{key.lookup_id}/revoke/")
+    assert revoked.status_code == 403
+    lifted = viewer.patch("/api/v1/teams/acme/quota/", {"requests_per_minute": None}, "json")
+    assert lifted.status_code == 403
+    assert viewer.patch("/api/v1/teams/acme/cache/", {"exact_ttl_s": 60}, "json").status_code == 403
+    assert ApiKey.objects.count() == 1 and ApiKey.objects.get().revoked_at is None
+    assert QuotaPolicy.objects.get(team=team).requests_per_minute == 60
+
+    allowed = APIClient()
+    allowed.force_authenticate(staff_user("ops", ADD_KEY))
+    assert allowed.post("/api/v1/teams/acme/keys/", {}, format="json").status_code == 201

@@ -8,13 +8,13 @@ from typing import Any
 import openai
 import pytest
 import redis.asyncio as aioredis
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from caching.actions import update_cache_policy
 from gateway.accounts import actions
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
+from tests.staff import EVERY_TEAM_ACTION, staff_user
 from tests.test_exact_cache import generations, metric_lines, report
 from tests.waiting import wait_until
 
@@ -212,7 +212,7 @@ def test_a_team_reads_its_own_cache_counters(platform):
     ask(client, "What is the capital of France?")
     ask(client, "What is the capital of France?")
     ask(client, "What's the capital of France?")
-    staff = get_user_model().objects.create_user("ops", password="pw-not-used-1234", is_staff=True)
+    staff = staff_user("ops", *EVERY_TEAM_ACTION)
     api = APIClient()
     api.force_authenticate(staff)
     counters = api.get("/api/v1/teams/acme/cache/").json()["counters"]

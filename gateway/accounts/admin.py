@@ -193,7 +193,9 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             messages.WARNING,
         )
 
-    @admin.action(description="Revoke selected API keys")
+    # permissions: without them, Django offers an action to anyone who can open the list,
+    # a staff account with view rights only included.
+    @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
             actions.revoke_api_key(key)

@@ -15,7 +15,7 @@ from caching.models import CachePolicy
 from caching.policy import POLICY_FIELDS, effective_policy
 from foundation.redis_clients import REDIS_FAILURES
 from gateway.accounts.api.authentication import ServiceUnavailable
-from gateway.accounts.api.views import team_for_admin
+from gateway.accounts.api.views import has_staff_permission, team_for_admin
 
 
 class CachePolicySerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -24,9 +24,12 @@ class CachePolicySerializer(serializers.ModelSerializer):  # type: ignore[type-a
         fields = POLICY_FIELDS
 
 
+CHANGE_CACHE_POLICY = "caching.change_cachepolicy"
+
+
 class TeamCacheView(APIView):
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, "caching.view_cachepolicy")
         try:
             counters = stats.read(team.pk)
         except REDIS_FAILURES as exc:
@@ -36,9 +39,12 @@ class TeamCacheView(APIView):
         )
 
     def patch(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
-        if not getattr(request.user, "is_staff", False):
-            raise exceptions.PermissionDenied("Only platform staff may change cache policies.")
+        team = team_for_admin(request, slug, CHANGE_CACHE_POLICY)
+        if not has_staff_permission(request, CHANGE_CACHE_POLICY):
+            raise exceptions.PermissionDenied(
+                f"Only platform staff with the {CHANGE_CACHE_POLICY!r} permission may change "
+                "cache policies."
+            )
         form = CachePolicySerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         try:

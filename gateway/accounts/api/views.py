@@ -24,26 +24,47 @@ from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import effective_limits
 
+# What staff need to act on a team they are not an admin of: the admin site's permissions.
+VIEW_KEYS = "accounts.view_apikey"
+ADD_KEY = "accounts.add_apikey"
+CHANGE_KEY = "accounts.change_apikey"
+VIEW_QUOTA = "accounts.view_quotapolicy"
+CHANGE_QUOTA = "accounts.change_quotapolicy"
+VIEW_USAGE = "usage.view_usagerecord"
 
-def team_for_admin(request: Request, slug: str) -> Team:
-    """The team in the URL, if the caller administers it; 404 hides other teams."""
+
+def team_for_admin(request: Request, slug: str, staff_permission: str) -> Team:
+    """The team in the URL, if the caller administers it; 404 hides other teams.
+
+    Platform staff manage every team, each action with the model permission the admin
+    site asks for the same action (staff_permission, "accounts.add_apikey" say): a staff
+    account that may only read dashboards mints no key and lifts no limit here either."""
     team = get_object_or_404(Team, slug=slug)
     user = request.user
     if isinstance(user, KeyPrincipal):
         if user.team_id != team.pk:
             raise exceptions.NotFound()
         return team
-    if getattr(user, "is_staff", False):  # platform staff manage every team
-        return team
     if user.pk is None:
         raise exceptions.NotAuthenticated()
+    if has_staff_permission(request, staff_permission):
+        return team
     memberships = Membership.objects.filter(team=team, user_id=user.pk)
     role = memberships.values_list("role", flat=True).first()
+    if role is None and getattr(user, "is_staff", False):
+        raise exceptions.PermissionDenied(
+            f"Managing another team needs the {staff_permission!r} permission."
+        )
     if role is None:
         raise exceptions.NotFound()
     if role != Membership.Role.ADMIN:
         raise exceptions.PermissionDenied("Only the team's admins may manage it.")
     return team
+
+
+def has_staff_permission(request: Request, permission: str) -> bool:
+    user = request.user
+    return bool(getattr(user, "is_staff", False) and user.has_perm(permission))
 
 
 def _as_api_error(exc: DjangoValidationError) -> exceptions.ValidationError:
@@ -53,11 +74,11 @@ def _as_api_error(exc: DjangoValidationError) -> exceptions.ValidationError:
 
 class ApiKeyListView(APIView):
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, VIEW_KEYS)
         return Response(ApiKeySerializer(team.api_keys.all(), many=True).data)
 
     def post(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, ADD_KEY)
         form = NewApiKeySerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data: dict[str, Any] = form.validated_data
@@ -93,7 +114,7 @@ class ApiKeyListView(APIView):
 
 class ApiKeyRevokeView(APIView):
     def post(self, request: Request, slug: str, lookup_id: str) -> Response:
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, CHANGE_KEY)
         key = get_object_or_404(ApiKey, team=team, lookup_id=lookup_id)
         return Response(ApiKeySerializer(actions.revoke_api_key(key)).data)
 
@@ -107,19 +128,21 @@ def _quota_body(team: Team) -> dict[str, Any]:
 
 
 def _staff_only(request: Request) -> None:
-    if not getattr(request.user, "is_staff", False):
+    if not has_staff_permission(request, CHANGE_QUOTA):
         # A team must not lift its own limits (nor may a leaked manage key).
-        raise exceptions.PermissionDenied("Only platform staff may change a team's quota.")
+        raise exceptions.PermissionDenied(
+            f"Only platform staff with the {CHANGE_QUOTA!r} permission may change a team's quota."
+        )
 
 
 class QuotaPolicyView(APIView):
     def get(self, request: Request, slug: str) -> Response:
-        return Response(_quota_body(team_for_admin(request, slug)))
+        return Response(_quota_body(team_for_admin(request, slug, VIEW_QUOTA)))
 
     def patch(self, request: Request, slug: str) -> Response:
         """Change some limits; a team on the default gets its own policy (the default's
         limits, with these changes)."""
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, CHANGE_QUOTA)
         _staff_only(request)
         form = QuotaPolicySerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
@@ -131,7 +154,7 @@ class QuotaPolicyView(APIView):
 
     def delete(self, request: Request, slug: str) -> Response:
         """Drop the team's own policy: it follows the platform default again."""
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, CHANGE_QUOTA)
         _staff_only(request)
         actions.use_default_quota(team)
         return Response(_quota_body(team))
@@ -139,7 +162,7 @@ class QuotaPolicyView(APIView):
 
 class UsageView(APIView):
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_admin(request, slug)
+        team = team_for_admin(request, slug, VIEW_USAGE)
         limits = effective_limits(team.pk)
         try:
             usage = read_team_usage(team.pk, limits)
