@@ -70,8 +70,10 @@ def read_line(number: int, raw: bytes) -> LineRequest:
         raise MalformedLine(f"the line is over {settings.BATCH_LINE_MAX_BYTES} bytes")
     try:
         line = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, an integer of over 4,300 digits
         raise MalformedLine(f"the line is not JSON ({exc})") from None
+    except RecursionError:
+        raise MalformedLine("the line's JSON nests too deep") from None
     if not isinstance(line, dict):
         raise MalformedLine("the line is not a JSON object")
     custom_id = line.get("custom_id")

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 from typing import IO
 
+from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from foundation.db import database_read
@@ -202,18 +204,37 @@ class BatchRunner:
         )
 
     async def _keep_and_renew(self) -> None:
+        """Keep finished lines and renew the hold, through database errors: a keeper that
+        died on one (a failover) would leave the runner starting lines on a hold nobody
+        renews, which the sweep then hands to a second runner running the same lines."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(KEEP_EVERY_S)
-            await self._keep()
-            if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping:
-                self.status = await database_read(progress.renew)(self.batch.id, self.runner)
-                renewed = time.monotonic()
+            try:
+                await self._keep()
+                if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping:
+                    self.status = await database_read(progress.renew)(self.batch.id, self.runner)
+                    renewed = time.monotonic()
+            except DatabaseError as exc:
+                unrenewed_s = time.monotonic() - renewed
+                logger.warning(
+                    "batch %s: database error keeping lines or renewing the hold (%.0f s "
+                    "since the last renewal): %s",
+                    self.batch.id,
+                    unrenewed_s,
+                    exc,
+                )
+                if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2:
+                    # Another runner may be given the batch soon: start no more lines.
+                    logger.error("batch %s: hold not renewed, no new lines", self.batch.id)
+                    self.status = None
 
     async def _keep(self) -> None:
+        """Write finished lines; a group is dropped from memory only once it is written."""
         while self.finished:
-            group, self.finished = self.finished[:KEEP_AT_MOST], self.finished[KEEP_AT_MOST:]
+            group = self.finished[:KEEP_AT_MOST]
             await database_read(progress.record_lines)(self.batch.id, group)
+            self.finished = self.finished[len(group) :]  # lines finished meanwhile stay
 
 
 def _lines(content: IO[bytes]) -> Iterator[tuple[int, LineRequest | MalformedLine]]:

@@ -1,0 +1,74 @@
+"""A batch runner's keeper (finished lines written, the hold renewed) lives through database
+errors, and a line whose JSON cannot be decoded at any depth is a malformed line, not a
+runner crash."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import OperationalError
+
+from gateway.batches import progress, runner
+from gateway.batches.input_file import MalformedLine, read_line
+from gateway.batches.models import Batch, BatchLine
+
+pytestmark = pytest.mark.unit
+
+
+def _batch() -> Batch:
+    now = datetime.now(UTC)
+    return Batch(
+        id="batch_keeper",
+        team_id=1,
+        api_key_id="k1",
+        endpoint="/v1/chat/completions",
+        input_file_id="file-1",
+        status=Batch.Status.IN_PROGRESS,
+        runner="runner-1",
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+
+
+def test_the_keeper_lives_through_a_database_error_and_keeps_the_lines_it_could_not_write(
+    monkeypatch,
+):
+    written: list[list[int]] = []
+    failures = [OperationalError("server closed the connection unexpectedly")]
+
+    def record_lines(batch_id: str, rows: list[BatchLine]) -> None:
+        if failures:
+            raise failures.pop()
+        written.append([row.line_number for row in rows])
+
+    monkeypatch.setattr(progress, "record_lines", record_lines)
+    monkeypatch.setattr(progress, "renew", lambda batch_id, name: Batch.Status.IN_PROGRESS)
+    monkeypatch.setattr(runner, "KEEP_EVERY_S", 0.01)
+    keeping = runner.BatchRunner(_batch(), "runner-1")
+    keeping.finished = [BatchLine(line_number=n) for n in (1, 2)]
+
+    async def scenario() -> Any:
+        keeper = asyncio.ensure_future(keeping._keep_and_renew())
+        await asyncio.sleep(0.3)
+        alive = not keeper.done()
+        keeper.cancel()
+        return alive
+
+    assert asyncio.run(scenario()), "the keeper died on the database error"
+    assert written == [[1, 2]]  # written once the database answered again, none lost
+    assert keeping.status == Batch.Status.IN_PROGRESS
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"custom_id": "a", "body": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"custom_id": "a", "body": {"n": ' + b"9" * 5_000 + b"}}",
+    ],
+    ids=["nested past the decoder's depth", "an integer of 5,000 digits"],
+)
+def test_a_line_the_decoder_refuses_at_any_depth_is_malformed(raw, settings):
+    settings.BATCH_LINE_MAX_BYTES = len(raw) + 1
+    with pytest.raises(MalformedLine):
+        read_line(1, raw)
