@@ -57,7 +57,7 @@ class BodySizeLimit:
             return await self.app(scope, receive, send)
         limit = self.limit_for(scope.get("path", ""))
         declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             return await self._refuse(send, receive, limit)
         received = 0
 

@@ -185,3 +185,10 @@ def test_a_scripted_simulator_reply_streams_in_pieces_that_join_back_to_it() -> 
     pieces = scripted_completion(text, max_tokens=1000)
     assert "".join(pieces) == text and len(pieces) > 20
     assert "".join(scripted_completion(text, max_tokens=3)) == "Some **"
+
+
+@pytest.mark.parametrize("offset", ["²", "-1", "1.5", "9" * 30])
+def test_an_offset_that_is_no_page_start_is_a_400_naming_it(offset: str) -> None:
+    client, _ = logged_in("ann")
+    response = client.get("/chat/api/conversations/", {"offset": offset})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "offset"

@@ -386,3 +386,16 @@ def test_each_minutes_fleet_sample_records_the_queue_the_gateways_publish() -> N
     record_fleet_sample(NOW)
     assert FleetSample.objects.get(deployment=chat).gateway_queue == 11
     assert FleetSample.objects.get(deployment=idle).gateway_queue == 0
+
+
+@pytest.mark.unit
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["²", "9" * 30])
+def test_a_team_or_deployment_parameter_that_is_no_row_id_is_ignored_not_a_500(
+    staff_client: Client, value: str
+) -> None:
+    for page in ("tuning", "batches"):
+        response = staff_client.get(reverse(f"dashboard:{page}"), {"team": value})
+        assert response.status_code == 200, page
+    tuning = staff_client.get(reverse("dashboard:tuning"), {"deployment": value})
+    assert tuning.status_code == 200

@@ -99,6 +99,9 @@ def message_fields(message: Message) -> dict[str, Any]:
     return fields
 
 
+MAX_OFFSET_DIGITS = 9
+
+
 @require_http_methods(["GET", "POST"])
 @_logged_in
 def conversations(request: HttpRequest) -> HttpResponse:
@@ -107,8 +110,9 @@ def conversations(request: HttpRequest) -> HttpResponse:
         created = actions.create_conversation(_user_id(request), _json_body(request))
         return JsonResponse(conversation_summary(created), status=201)
     offset = request.GET.get("offset", "0")
-    if not offset.isdigit():
-        raise ValidationError({"offset": "Must be a whole number."})
+    # isascii: "²".isdigit() is true and int() refuses it; the cap keeps OFFSET in range.
+    if not (offset.isascii() and offset.isdigit()) or len(offset) > MAX_OFFSET_DIGITS:
+        raise ValidationError({"offset": f"Must be a whole number under 10^{MAX_OFFSET_DIGITS}."})
     start = int(offset)
     page = list(
         Conversation.objects.filter(user_id=_user_id(request))[start : start + PAGE_SIZE + 1]

@@ -20,6 +20,7 @@ from gateway.accounts.models import Team
 from gateway.dashboard import actions, threshold_effect
 from gateway.dashboard.forms import AutoscalePolicyForm, CachePolicyForm, changed_values
 from gateway.dashboard.models import TuningChange
+from gateway.dashboard.params import is_row_id
 from inference.models import ModelDeployment, Worker
 from scaling.autoscale.status import LoopStatus, loop_status
 from scaling.models import AutoscalePolicy
@@ -30,10 +31,10 @@ AUDIT_ROWS = 50
 def _scope(request: HttpRequest) -> tuple[Team | None, ModelDeployment | None]:
     source = request.POST if request.method == "POST" else request.GET
     team_id, deployment_id = source.get("team") or "", source.get("deployment") or ""
-    team = get_object_or_404(Team, pk=team_id) if team_id.isdigit() else None
+    team = get_object_or_404(Team, pk=team_id) if is_row_id(team_id) else None
     deployment = (
         get_object_or_404(ModelDeployment, pk=deployment_id)
-        if deployment_id.isdigit()
+        if is_row_id(deployment_id)
         else ModelDeployment.objects.first()
     )
     return team, deployment

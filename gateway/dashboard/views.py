@@ -14,6 +14,7 @@ from django.shortcuts import render
 from gateway.accounts.models import Team
 from gateway.dashboard import batch_selectors, charts, costs, price_table, selectors
 from gateway.dashboard.fleet_sampling import read_snapshot
+from gateway.dashboard.params import is_row_id
 from gateway.dashboard.periods import PERIODS, Period, month_to_date, period
 from scaling.models import ScalingDecision
 
@@ -300,7 +301,7 @@ def _queues(
 def batches(request: HttpRequest) -> HttpResponse:
     """Batch jobs, newest first (at most MAX_BATCH_ROWS), of every team or of one."""
     team_param = request.GET.get("team") or ""
-    team_id = int(team_param) if team_param.isdigit() else None
+    team_id = int(team_param) if is_row_id(team_param) else None
     limit = batch_selectors.MAX_BATCH_ROWS
     jobs = batch_selectors.batch_jobs(team_id=team_id, limit=limit)
     return render(

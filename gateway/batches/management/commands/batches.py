@@ -75,7 +75,7 @@ class Command(BaseCommand):
 
 def _team(name_or_id: str) -> Team:
     team = Team.objects.filter(name=name_or_id).first()
-    if team is None and name_or_id.isdigit():
+    if team is None and name_or_id.isascii() and name_or_id.isdigit():
         team = Team.objects.filter(pk=int(name_or_id)).first()
     if team is None:
         raise CommandError(f"No team named {name_or_id!r} (nor with that id).")
