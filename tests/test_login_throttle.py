@@ -132,3 +132,18 @@ def test_the_sign_in_page_cannot_be_framed_or_sniffed():
     assert "Strict-Transport-Security" not in page  # off until SECURE_HSTS_SECONDS is set
     assert "HttpOnly" in str(page.cookies["csrftoken"])
     assert "SameSite=Lax" in str(page.cookies["csrftoken"])
+
+
+@pytest.mark.usefixtures("users")
+def test_unicode_variants_of_a_username_share_its_count(settings):
+    """Django's login form applies NFKC before looking the user up, so the full-width and
+    the superscript-a spellings sign in as ann: each must count against ann's limit."""
+    settings.LOGIN_FAILURES_PER_USERNAME = 3
+    settings.LOGIN_FAILURES_PER_ADDRESS = 100
+    variants = ["ann", "\uff41\uff4e\uff4e", "\u1d43nn"]
+    codes = [
+        sign_in(name, "guess", address=f"198.51.100.{n}").status_code
+        for n, name in enumerate(variants)
+    ]
+    assert codes == [200, 200, 429]
+    assert sign_in("ann", PASSWORD, address=BYSTANDER).status_code == 429

@@ -19,6 +19,7 @@ reached, sign-in is refused (503) rather than left unlimited.
 import hashlib
 import logging
 import math
+import unicodedata
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -51,8 +52,11 @@ def _by_address() -> RedisWindow:
 
 
 def username_subject(username: str) -> str:
-    """What a username is counted as: the same for "Ann" and " ann", and not the name itself."""
-    return hashlib.sha256(username.strip().casefold().encode()).hexdigest()[:32]
+    """What a username is counted as: the same for "Ann", " ann" and full-width "Ann", and
+    not the name itself. NFKC first, as Django's login form normalises the name before looking the
+    user up: otherwise each compatibility variant of a name would get a counter of its own."""
+    normalised = unicodedata.normalize("NFKC", username).strip().casefold()
+    return hashlib.sha256(normalised.encode()).hexdigest()[:32]
 
 
 def _page(request: HttpRequest, status: int, message: str, hint: str = "") -> HttpResponse:
