@@ -101,9 +101,10 @@ async def finish_background(timeout_s: float) -> None:
     for the bills and usage events still on their way, so none is cut off unlogged; what
     is still running after timeout_s is cancelled, and a usage event cut off so logs its
     whole record."""
-    if not _background:
+    loop = asyncio.get_running_loop()
+    pending = {task for task in _background if task.get_loop() is loop}  # not another loop's
+    if not pending:
         return
-    pending = set(_background)
     logger.info("waiting for %d settlements still running", len(pending))
     _, late = await asyncio.wait(pending, timeout=timeout_s)
     for task in late:
