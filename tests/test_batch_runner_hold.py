@@ -3,6 +3,7 @@ errors, and a line whose JSON cannot be decoded at any depth is a malformed line
 runner crash."""
 
 import asyncio
+import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,3 +73,27 @@ def test_a_line_the_decoder_refuses_at_any_depth_is_malformed(raw, settings):
     settings.BATCH_LINE_MAX_BYTES = len(raw) + 1
     with pytest.raises(MalformedLine):
         read_line(1, raw)
+
+
+def test_lines_already_started_finish_and_are_kept_when_reading_the_next_fails(monkeypatch):
+    kept: list[int] = []
+    monkeypatch.setattr(progress, "finished_line_numbers", lambda batch_id: set())
+    monkeypatch.setattr(progress, "billed_lines", lambda batch_id: {})
+    monkeypatch.setattr(progress, "renew", lambda batch_id, name: Batch.Status.IN_PROGRESS)
+    monkeypatch.setattr(
+        progress, "record_lines", lambda batch_id, rows: kept.extend(r.line_number for r in rows)
+    )
+    running = runner.BatchRunner(_batch(), "runner-1")
+
+    async def one_line_then_a_database_error(lines: Any, done: set[int]) -> None:
+        async def line() -> None:
+            await asyncio.sleep(0.2)  # a generation under way
+            running.finished.append(BatchLine(line_number=1))
+
+        running.tasks.add(asyncio.ensure_future(line()))
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(running, "_run_lines", one_line_then_a_database_error)
+    with pytest.raises(OperationalError):
+        asyncio.run(running.run(io.BytesIO(b"")))
+    assert kept == [1]

@@ -90,8 +90,11 @@ class BatchRunner:
         keeper = asyncio.create_task(self._keep_and_renew())
         try:
             await self._run_lines(_lines(content), done)
-            await asyncio.gather(*self.tasks)
         finally:
+            # Every line started runs to its end and is kept, also when reading the next
+            # failed (a database error, say): cut off by the loop's end, a line is billed
+            # and never kept, and the next runner runs it again.
+            await asyncio.gather(*self.tasks, return_exceptions=True)
             keeper.cancel()
             with suppress(asyncio.CancelledError):
                 await keeper
