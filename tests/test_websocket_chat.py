@@ -5,6 +5,7 @@ import time
 
 import aiohttp
 import pytest
+from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -277,3 +278,42 @@ def test_a_socket_guessing_keys_is_closed_after_five_failures(api_key):
     assert codes == ["invalid_api_key"] * 5
     assert last["error"]["code"] == "too_many_failed_authentications"
     assert closed == {"type": "websocket.close", "code": 4429}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("ended_by", ["signing out", "a password change"])
+def test_a_logged_in_socket_is_served_no_more_once_its_session_ends(api_key, ended_by):
+    """A socket outlives the page that opened it, and a stolen session cookie's socket
+    outlived its owner's signing out: every message now checks the session as a page does."""
+    user = get_user_model().objects.create_user("ann", password="a-long-password-1")
+    actions.add_member(Team.objects.get(name="Acme"), user)
+    client = Client()
+    client.force_login(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    def end_the_session() -> None:
+        if ended_by == "signing out":
+            client.post("/accounts/logout/")
+        else:
+            user.set_password("another-long-password-2")
+            user.save()
+
+    async def scenario() -> list[dict[str, object]]:
+        async with aiohttp.ClientSession() as session:
+            await Scraper().scrape_once(session)
+        socket = WebsocketCommunicator(
+            application, "/ws/chat/", headers=[*ORIGIN, (b"cookie", cookie)]
+        )
+        assert (await socket.connect())[0]
+        assert (await socket.receive_json_from(timeout=5))["type"] == "quota"
+        await sync_to_async(end_the_session)()
+        await socket.send_json_to({**HELLO, "max_tokens": 3})
+        refused = await socket.receive_json_from(timeout=10)
+        await socket.disconnect()
+        await close_http_session()
+        return [refused]
+
+    (refused,) = asyncio.run(scenario())
+    assert refused["type"] == "error", refused
+    assert refused["error"]["code"] == "unauthenticated"
+    assert "session has ended" in refused["error"]["message"]

@@ -77,7 +77,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         logged_in = user is not None and user.is_authenticated and user.pk is not None
-        self.credential = SessionUserCredential(int(user.pk)) if logged_in else NoCredential()
+        session_key = getattr(self.scope.get("session"), "session_key", None)
+        self.credential = (
+            SessionUserCredential(int(user.pk), session_key) if logged_in else NoCredential()
+        )
         self.generation = None
         self.streaming = False
         self.socket_closed = False

@@ -23,6 +23,7 @@ from gateway.accounts.models import Membership
 from gateway.accounts.quotas import AdmissionRequest, QuotaExceeded, Reservation, admit
 from gateway.accounts.records import KeyRecord, key_records, limits_for_team
 from gateway.accounts.rejections import count_rejection
+from gateway.accounts.web_sessions import session_is_current
 from gateway.serving.compression import compress
 from gateway.serving.context_trim import (
     TRIMMED_HEADER,
@@ -112,15 +113,18 @@ class BatchKeyCredential:
 
 @dataclass(frozen=True)
 class SessionUserCredential:
-    """A logged-in web user, billed to their first team (admins' teams first)."""
+    """A logged-in web user, billed to their first team (admins' teams first).
+
+    session_key: the login session the socket opened with. It is checked again for every
+    message, as Django checks a page's: signed out, expired, or its password changed (the
+    session's auth hash no longer matches), the socket is served no more, so a stolen
+    cookie's socket ends when its owner signs out."""
 
     user_id: int
+    session_key: str | None = None
 
     async def authorize(self) -> Caller:
-        team_id = await sync_to_async(_first_active_team_id)(self.user_id)
-        if team_id is None:
-            raise NotAuthenticated("Your account is not in a team; ask a team admin to add you.")
-        return Caller(team_id=team_id)
+        return Caller(team_id=await sync_to_async(_session_team_id)(self.user_id, self.session_key))
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,17 @@ class NoCredential:
 
     async def authorize(self) -> Caller:
         raise NotAuthenticated("Log in, or send {type: auth, api_key} first.")
+
+
+def _session_team_id(user_id: int, session_key: str | None) -> int:
+    if session_key is not None and not session_is_current(user_id, session_key):
+        raise NotAuthenticated(
+            "Your session has ended (signed out, expired or the password changed); sign in again."
+        )
+    team_id = _first_active_team_id(user_id)
+    if team_id is None:
+        raise NotAuthenticated("Your account is not in a team; ask a team admin to add you.")
+    return team_id
 
 
 def _first_active_team_id(user_id: int) -> int | None:
