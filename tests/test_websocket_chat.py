@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+from typing import Any
 
 import aiohttp
 import pytest
@@ -298,7 +299,7 @@ def test_a_logged_in_socket_is_served_no_more_once_its_session_ends(api_key, end
             user.set_password("another-long-password-2")
             user.save()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with aiohttp.ClientSession() as session:
             await Scraper().scrape_once(session)
         socket = WebsocketCommunicator(
