@@ -69,6 +69,7 @@ def test_the_runners_lines_the_scrape_saw_are_its_own_not_interactive_load(setti
     assert not asyncio.run(meter.may_start("m"))  # still over target: wait for a scrape
 
 
+@pytest.mark.django_db  # whether the deployment scales from zero (it does not here)
 def test_no_routable_worker_means_no_line_starts(settings):
     meter = BatchMeter(StaticFleet([]))
     assert not asyncio.run(meter.may_start("m"))

@@ -95,6 +95,7 @@ class BatchRunner:
             # failed (a database error, say): cut off by the loop's end, a line is billed
             # and never kept, and the next runner runs it again.
             await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self.meter.close()  # a replica asked for is no longer waited for
             keeper.cancel()
             with suppress(asyncio.CancelledError):
                 await keeper

@@ -22,8 +22,16 @@ fleet would fill to the spare of one scrape per interval). Lines started after t
 are not in its counts and are not added back (else each refresh would count the newest
 lines as free capacity a second time). `OwnLines` keeps that account, per deployment for
 the meter and per worker for the allowance.
+
+A deployment scaled to zero has no spare to meter: its replicas come only for a published
+queue (scaling/routing/cold_start.py). So while a runner finds no routable worker of a
+deployment that scales from zero, its meter publishes one waiting request for it (the
+autoscaler's `from_zero` signal) and withdraws it once a worker is routable; from then on
+the lines use the spare like any other. One, not the lines left: a batch wakes a replica,
+it does not size the fleet (interactive load does).
 """
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -31,7 +39,10 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
+from scaling.routing.cold_start import ColdStartDeployments, cold_start
+from scaling.routing.queue_depth import PUBLISH_INTERVAL_S, QueuePublisher
 
+logger = logging.getLogger(__name__)
 IN_PROCESS_CONCURRENCY = 2  # a model the gateway runs itself (the built-in embedder)
 
 
@@ -76,11 +87,21 @@ class OwnLines:
 
 
 class BatchMeter:
-    """One per runner: its lines in flight per deployment, and when each started."""
+    """One per runner: its lines in flight per deployment, and when each started; and the
+    deployments scaled to zero it asks a replica of (see the module docstring)."""
 
-    def __init__(self, fleet: FleetView = fleet_view) -> None:
+    def __init__(
+        self,
+        fleet: FleetView = fleet_view,
+        scales_from_zero: ColdStartDeployments = cold_start,
+        publisher: QueuePublisher | None = None,
+    ) -> None:
         self.fleet = fleet
         self.lines: dict[str, OwnLines] = {}
+        self.scales_from_zero = scales_from_zero
+        self.publisher = publisher or QueuePublisher()
+        self.asking: set[str] = set()  # deployments whose waiting line is published
+        self._asked_at = float("-inf")
 
     def in_flight(self, deployment: str) -> int:
         return len(self.lines.get(deployment, ()))
@@ -92,13 +113,43 @@ class BatchMeter:
             return len(mine) < min(IN_PROCESS_CONCURRENCY, ceiling)
         workers = await self.fleet.routable(deployment)
         if not workers:
+            await self._ask_for_replica(deployment)
             return False
+        if deployment in self.asking:
+            self.asking.discard(deployment)
+            await self._publish()
         counted = mine.counted(min(w.scraped_at for w in workers))
         allowed = counted + spare_slots(workers, settings.BATCH_HEADROOM)
         return len(mine) < min(allowed, ceiling)
 
     def started_line(self, deployment: str) -> float:
         return self.lines.setdefault(deployment, OwnLines()).start()
+
+    async def close(self) -> None:
+        """Withdraw what is published (the runner's end): a dead runner's fields go stale
+        within seconds instead."""
+        if self.asking:
+            self.asking.clear()
+            await self._publish()
+
+    async def _ask_for_replica(self, deployment: str) -> None:
+        """Publish a waiting line for a deployment that scales from zero, again at most every
+        PUBLISH_INTERVAL_S (the runner asks every 0.2 s; a field is fresh for 5 s). A stale
+        snapshot (a paused scraper) says nothing about replicas: nothing is asked then."""
+        if self.fleet.stale(deployment):
+            return
+        if not await self.scales_from_zero.waits_for_replica(deployment):
+            return
+        new = deployment not in self.asking
+        if new:
+            self.asking.add(deployment)
+            logger.info("batch lines wait for a replica of %r (it scales from zero)", deployment)
+        if new or time.monotonic() - self._asked_at >= PUBLISH_INTERVAL_S:
+            await self._publish()
+
+    async def _publish(self) -> None:
+        self._asked_at = time.monotonic()
+        await self.publisher.publish(dict.fromkeys(self.asking, 1))
 
     def finished_line(self, deployment: str, started_at: float) -> None:
         self.lines[deployment].finish(started_at)
