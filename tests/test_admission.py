@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 
 from foundation.embedded_redis import free_port
 from foundation.redis_clients import reset_clients
+from gateway.accounts import quotas
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import (
     AdmissionRequest,
@@ -21,6 +22,7 @@ from gateway.accounts.quotas import (
     reconcile,
 )
 from gateway.accounts.records import QuotaLimits
+from gateway.serving import settlement
 from tests.conftest import child_env, start_worker
 
 admit_sync = async_to_sync(admit)
@@ -253,6 +255,25 @@ def test_a_caller_gone_while_its_admission_is_in_redis_gets_its_tokens_given_bac
     used = usage(1, limits)
     assert used["requests_per_minute"] == 3
     assert used["tokens_per_minute"] == 2  # the first request's, never settled here
+
+
+@pytest.mark.live
+def test_a_give_back_started_as_the_server_shuts_down_is_waited_for(settings):
+    """The give-back of a caller that left mid-admission is work that outlives its request,
+    like a bill sent beside its reply: the shutdown's settlement wait finishes it. Left to
+    the loop's end, it was cancelled before it ran, and the reservation stayed charged."""
+    limits = QuotaLimits(requests_per_minute=100, tokens_per_minute=10_000)
+    left = request(prompt=100, max_tokens=900)
+
+    async def shut_down_as_the_reply_arrives() -> None:
+        charged = await admit(limits, left)
+        # What the abandoned admission's reply hands over: admitted, in this second bucket.
+        reply = [1, charged.bucket_second, 0, 0, 0, 0]
+        quotas._give_back_if_admitted(left, limits, charged.month, reply)
+        await settlement.finish_background(5)  # the ASGI lifespan's shutdown step
+
+    asyncio.run(shut_down_as_the_reply_arrives())  # cancels whatever is left at its end
+    assert usage(1, limits)["tokens_per_minute"] == 0
 
 
 BUSY_FOR_HALF_A_SECOND = """

@@ -9,6 +9,7 @@ import time
 import pytest
 from asgiref.testing import ApplicationCommunicator
 
+from foundation import held_tasks
 from foundation.redis_clients import reset_clients, sync_redis
 from gateway.accounts.quotas import RateLimitState, Reservation
 from gateway.drain_asgi import DrainGuard
@@ -30,10 +31,10 @@ def test_a_usage_event_refused_by_redis_is_queued_once_it_is_back(
         settings.REDIS_URL = unreachable_redis_url
         reset_clients()
         await settlement.bill(reservation, 5, 0, event)  # returns: the client is not held
-        assert settlement._background, "the event is being retried in the background"
+        assert held_tasks.pending(), "the event is being retried in the background"
         settings.REDIS_URL = redis_server  # Redis is back
         reset_clients()
-        await asyncio.gather(*settlement._background)
+        await asyncio.gather(*held_tasks.pending())
 
     asyncio.run(settle_while_redis_is_away())
     entries: list[tuple[str, dict[str, str]]] = sync_redis().xrange(STREAM)  # type: ignore[assignment]
@@ -56,7 +57,7 @@ def test_a_usage_event_still_waiting_for_redis_when_the_loop_ends_is_logged_whol
         reset_clients()
         await settlement.bill(reservation, 5, 0, event)
         await settlement.finish_background(0.2)
-        assert not settlement._background
+        assert not held_tasks.pending()
 
     with caplog.at_level(logging.ERROR, logger="gateway.serving.settlement"):
         asyncio.run(shut_down_while_redis_is_away())

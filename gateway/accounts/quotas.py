@@ -6,7 +6,6 @@ gives back what was not used. Both steps are single Lua scripts (lua/), atomic a
 gateway processes. Redis errors fail closed: AdmissionUnavailable, never a hang.
 """
 
-import asyncio
 import calendar
 import contextlib
 import functools
@@ -19,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from foundation import held_tasks
 from foundation.lua import LuaScript
 from foundation.redis_clients import REDIS_FAILURES, async_redis, async_redis_batch
 from gateway.accounts.records import QuotaLimits
@@ -218,13 +218,7 @@ def _give_back_if_admitted(
     now; the request itself still counts toward requests per minute."""
     if int(reply[0]) == 0:
         return  # refused: nothing was reserved
-    reservation = _reservation(request, limits, month, reply)
-    task = asyncio.ensure_future(_settle_unused(reservation))
-    _giving_back.add(task)
-    task.add_done_callback(_giving_back.discard)
-
-
-_giving_back: set["asyncio.Task[None]"] = set()
+    held_tasks.hold(_settle_unused(_reservation(request, limits, month, reply)))
 
 
 async def _settle_unused(reservation: Reservation) -> None:

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from caching import exact, responses
-from foundation import metrics
+from foundation import held_tasks, metrics
 from foundation.redis_clients import REDIS_FAILURES, async_redis_batch
 from gateway.accounts.quotas import (
     AdmissionUnavailable,
@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # A usage event Redis refused is queued again after these pauses (31 s in all).
 REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-# Tasks nothing else holds (bills running while their reply goes out, usage events queued
-# again after an outage): kept here until done, so they are not collected mid-flight.
-_background: set["asyncio.Task[None]"] = set()
 
 
 async def settle(run: "Completion") -> None:
@@ -82,35 +79,17 @@ async def settle(run: "Completion") -> None:
 
 
 def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
-    """Settlement work that outlives the request that started it, held until done."""
-    task = asyncio.ensure_future(work)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-    task.add_done_callback(_log_if_failed)
-    return task
-
-
-def _log_if_failed(task: "asyncio.Task[None]") -> None:
-    # Nothing else may read its outcome (its request gone): a failure is said here.
-    if not task.cancelled() and (failure := task.exception()) is not None:
-        logger.error("settlement work failed", exc_info=failure)
+    """Settlement work that outlives the request that started it, held until done
+    (foundation/held_tasks.py)."""
+    return held_tasks.hold(work)
 
 
 async def finish_background(timeout_s: float) -> None:
     """Before this event loop ends (a server shutting down, a batch run returning): wait
-    for the bills and usage events still on their way, so none is cut off unlogged; what
-    is still running after timeout_s is cancelled, and a usage event cut off so logs its
-    whole record."""
-    loop = asyncio.get_running_loop()
-    pending = {task for task in _background if task.get_loop() is loop}  # not another loop's
-    if not pending:
-        return
-    logger.info("waiting for %d settlements still running", len(pending))
-    _, late = await asyncio.wait(pending, timeout=timeout_s)
-    for task in late:
-        task.cancel()
-    if late:
-        await asyncio.wait(late)
+    for the bills, usage events and admission give-backs still on their way, so none is
+    cut off unlogged; what is still running after timeout_s is cancelled, and a usage
+    event cut off so logs its whole record."""
+    await held_tasks.finish(timeout_s)
 
 
 async def bill(reservation: Reservation, used_tokens: int, cost: int, event: UsageEvent) -> None:
