@@ -19,13 +19,19 @@ from gateway.usage.ledger import STREAM, UsageEvent
 pytestmark = pytest.mark.live
 
 
+def reservation_and_event(request_id: str) -> tuple[Reservation, UsageEvent]:
+    """A settled request's bill: 10 tokens reserved for team 1, 5 used."""
+    state = RateLimitState(None, None, 0.0, None, None, 0.0)
+    reservation = Reservation(1, None, 10, 0, 0, "2026-12", state)
+    event = UsageEvent(request_id, 1, "", "m", 3, 2, "ok", 5, 1, "", 0, time.time())
+    return reservation, event
+
+
 def test_a_usage_event_refused_by_redis_is_queued_once_it_is_back(
     redis_server, unreachable_redis_url, settings, monkeypatch
 ):
     monkeypatch.setattr(settlement, "REQUEUE_PAUSES_S", (0.3, 0.3, 0.3, 0.3))
-    state = RateLimitState(None, None, 0.0, None, None, 0.0)
-    reservation = Reservation(1, None, 10, 0, 0, "2026-12", state)
-    event = UsageEvent("chatcmpl-requeued", 1, "", "m", 3, 2, "ok", 5, 1, "", 0, time.time())
+    reservation, event = reservation_and_event("chatcmpl-requeued")
 
     async def settle_while_redis_is_away() -> None:
         settings.REDIS_URL = unreachable_redis_url
@@ -48,9 +54,7 @@ def test_a_usage_event_still_waiting_for_redis_when_the_loop_ends_is_logged_whol
     """A server shutting down (or a batch run ending) mid-retry: the event is not dropped
     silently; the error log carries it whole, for replay by hand."""
     monkeypatch.setattr(settlement, "REQUEUE_PAUSES_S", (5.0, 5.0))
-    state = RateLimitState(None, None, 0.0, None, None, 0.0)
-    reservation = Reservation(1, None, 10, 0, 0, "2026-12", state)
-    event = UsageEvent("chatcmpl-cut-off", 1, "", "m", 3, 2, "ok", 5, 1, "", 0, time.time())
+    reservation, event = reservation_and_event("chatcmpl-cut-off")
 
     async def shut_down_while_redis_is_away() -> None:
         settings.REDIS_URL = unreachable_redis_url

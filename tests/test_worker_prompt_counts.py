@@ -194,12 +194,8 @@ def test_a_prompt_the_worker_refuses_costs_no_back_off_but_a_missing_endpoint_do
 
         async def scenario() -> tuple[int | None, int | None, int | None, int | None]:
             try:
-                async with aiohttp.ClientSession() as session:
-                    await Scraper().scrape_once(session)
-                fleet_view.invalidate()
+                on_remote, on_wrong = await scraped_deployments("remote", "wrong-name")
                 counts = WorkerPromptCounts()
-                on_remote, on_wrong = await catalog.get("remote"), await catalog.get("wrong-name")
-                assert on_remote is not None and on_wrong is not None
                 no_role = ChatRequest("remote", [{"content": "no role"}], 8, False, False, {})
                 refused = await counts.ask(on_remote, no_role)
                 counted = await counts.ask(on_remote, chat_of("hello there"))
@@ -224,6 +220,19 @@ def test_a_prompt_the_worker_refuses_costs_no_back_off_but_a_missing_endpoint_do
     finally:
         serving.stop()
         elsewhere.stop()
+
+
+async def scraped_deployments(*names: str) -> list[DeploymentInfo]:
+    """One scrape published, then the named deployments as admission reads them."""
+    async with aiohttp.ClientSession() as session:
+        await Scraper().scrape_once(session)
+    fleet_view.invalidate()
+    found = []
+    for name in names:
+        deployment = await catalog.get(name)
+        assert deployment is not None, name
+        found.append(deployment)
+    return found
 
 
 @pytest.mark.unit
@@ -265,12 +274,8 @@ def test_identical_prompts_asked_at_once_are_counted_once_per_team():
 
         async def scenario() -> list[tuple[int, str] | None]:
             try:
-                async with aiohttp.ClientSession() as session:
-                    await Scraper().scrape_once(session)
-                fleet_view.invalidate()
+                (deployment,) = await scraped_deployments("remote")
                 counts = WorkerPromptCounts()
-                deployment = await catalog.get("remote")
-                assert deployment is not None
                 teams = [1] * 8 + [2] * 3
                 asks = (counts.count(team, deployment, chat_of(question)) for team in teams)
                 return await asyncio.gather(*asks)
@@ -300,12 +305,8 @@ def test_a_long_prompt_too_slow_to_count_costs_no_back_off_but_a_short_one_does(
 
         async def scenario() -> tuple[int | None, int | None, int | None, int | None]:
             try:
-                async with aiohttp.ClientSession() as session:
-                    await Scraper().scrape_once(session)
-                fleet_view.invalidate()
+                (deployment,) = await scraped_deployments("remote")
                 counts = WorkerPromptCounts()
-                deployment = await catalog.get("remote")
-                assert deployment is not None
                 settings.WORKER_COUNT_TIMEOUT_S = 1e-6  # every ask times out
                 long_timed_out = await counts.ask(deployment, long_prompt)
                 settings.WORKER_COUNT_TIMEOUT_S = 5.0

@@ -204,7 +204,10 @@ class LiveReplay:
             for task in tasks:
                 task.cancel()
             if tasks:
-                _, left = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+                ended, left = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+                for task in ended:  # read, so none is reported as never retrieved
+                    if not task.cancelled() and (failure := task.exception()) is not None:
+                        logger.error("live replay: a task ended with an error", exc_info=failure)
                 if left:
                     logger.error("live replay: %d task(s) still running after cancel", len(left))
             await close_http_session()
