@@ -196,6 +196,44 @@ def test_a_celery_worker_killed_mid_batch_is_resumed_without_duplicates(stack):
     assert records.values("request_id").distinct().count() == total
 
 
+def test_a_batch_whose_input_is_deleted_before_it_resumes_keeps_the_lines_it_finished(stack):
+    """Its runner died, then its input file was deleted (or expired) before the next one
+    resumed it: the batch fails, and the lines already answered (and billed) are in its
+    output file. Before, they were lost with the input."""
+    stack.start_worker()
+    total = 150
+    batch_id = stack.submit([chat_line(f"d{n}", f"Delete question {n}") for n in range(total)])
+
+    def caught() -> bool:
+        done = BatchLine.objects.filter(batch_id=batch_id).count()
+        if 10 <= done < total - 20:
+            stack.kill_worker()
+            return True
+        return False
+
+    wait_until(caught, 60, "the worker to be caught mid-batch", poll_s=0.02)
+    kept = set(BatchLine.objects.filter(batch_id=batch_id).values_list("custom_id", flat=True))
+    stack.client.files.delete(Batch.objects.get(id=batch_id).input_file_id)
+
+    stack.start_worker()
+    wait_until(
+        lambda: Batch.objects.filter(
+            id=batch_id, heartbeat_at__lt=timezone.now() - timedelta(seconds=2)
+        ).exists(),
+        10,
+        "the dead runner's hold to go stale",
+    )
+    stack.sweep()
+    batch = stack.wait_for(batch_id, {"failed", "completed"})
+
+    assert batch.status == "failed"
+    assert batch.errors is not None and batch.errors.data
+    assert batch.errors.data[0].code == "missing_file"
+    answered = {line["custom_id"] for line in stack.read(batch.output_file_id)}
+    assert answered == kept and len(kept) >= 10
+    assert batch.request_counts is not None and batch.request_counts.completed == len(kept)
+
+
 def test_files_and_batches_are_invisible_to_other_teams(stack):
     file_id = stack.upload(jsonl([chat_line("a", "hello")]))
     batch_id = stack.client.batches.create(

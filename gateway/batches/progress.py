@@ -126,9 +126,10 @@ def _recount(batch_id: str) -> None:
 
 
 def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) -> Batch | None:
-    """Write the output and error files and end the batch as `status` (completed, expired
-    or cancelled). `unrun`: line number -> custom_id of lines that never ran, written to the
-    error file with why. None if the hold was lost meanwhile (another runner finishes it)."""
+    """Write the output and error files and end the batch as `status` (completed, expired,
+    cancelled, or failed when its input is gone). `unrun`: line number -> custom_id of
+    lines that never ran, written to the error file with why. None if the hold was lost
+    meanwhile (another runner finishes it)."""
     # A cancelled batch stays "cancelling" while its files are written (as OpenAI's do), so
     # a runner that dies now leaves it to be cancelled, not run on, by the next.
     held = Batch.objects.filter(id=batch_id, runner=runner)
@@ -190,12 +191,23 @@ def _drop(files: Iterable[BatchFile]) -> None:
             logger.error("batch output %s left in storage, no row names it: %s", file.id, exc)
 
 
-def fail(batch_id: str, code: str, message: str) -> None:
-    """The batch cannot run at all (its input file is gone)."""
+def fail(batch_id: str, runner: str, code: str, message: str) -> None:
+    """The batch cannot run on (its input file is gone: deleted, or expired, before a runner
+    resumed it). Lines an earlier runner finished were billed: their answers go to the
+    output and error files as at any other end, not lost with the input."""
     errors = {"object": "list", "data": [{"code": code, "message": message, "param": None}]}
-    Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE).update(
-        status=Status.FAILED, failed_at=timezone.now(), errors=errors, runner="", heartbeat_at=None
-    )
+    if BatchLine.objects.filter(batch_id=batch_id).exists():
+        if finish(batch_id, runner, {}, Status.FAILED) is None:
+            return  # the hold was lost: whoever holds it now ends it
+        Batch.objects.filter(id=batch_id).update(errors=errors)
+    else:
+        Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE).update(
+            status=Status.FAILED,
+            failed_at=timezone.now(),
+            errors=errors,
+            runner="",
+            heartbeat_at=None,
+        )
     logger.warning("batch %s failed: %s", batch_id, message)
 
 

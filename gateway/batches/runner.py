@@ -288,7 +288,7 @@ async def run_batch(batch_id: str, runner: str) -> None:
             content = await asyncio.to_thread(opened.enter_context, opening)
         except (FileNotFoundError, ValueError):
             message = "The input file was deleted."
-            await database_read(progress.fail)(batch_id, "missing_file", message)
+            await database_read(progress.fail)(batch_id, runner, "missing_file", message)
             return
         try:
             await BatchRunner(batch, runner).run(content)
