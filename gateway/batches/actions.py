@@ -64,15 +64,7 @@ def create_file(
             "file_too_large",
             "file",
         )
-    stored = BatchFile.objects.filter(team=team).aggregate(total=Sum("bytes"))["total"] or 0
-    if stored + size > settings.BATCH_TEAM_STORAGE_BYTES:
-        raise BatchRefused(
-            413,
-            f"The team's files take {stored} bytes; this one would pass its limit of "
-            f"{settings.BATCH_TEAM_STORAGE_BYTES}. Delete files it no longer needs.",
-            "storage_limit_exceeded",
-            "file",
-        )
+    _check_team_storage(team, size)  # before reading it: a full team is told at once
     try:
         summary = summarize(content)
     except NotABatchFile as exc:
@@ -92,9 +84,39 @@ def create_file(
         model_names={url: sorted(names) for url, names in summary.model_names.items()},
     )
     file_storage().save(row.id, content)
-    row.save()
+    try:
+        # Checked again with the team's row locked, and the file kept in that transaction:
+        # uploads of one team at once (on several threads or processes) each saw the
+        # others' bytes missing above, and together passed the limit.
+        with transaction.atomic():
+            Team.objects.select_for_update().get(pk=team.pk)
+            _check_team_storage(team, size)
+            row.save()
+    except BaseException:
+        _drop_bytes(row.id)
+        raise
     logger.info("team %s uploaded %s (%d bytes, %d lines)", team.pk, row.id, size, summary.lines)
     return row
+
+
+def _check_team_storage(team: Team, size: int) -> None:
+    stored = BatchFile.objects.filter(team=team).aggregate(total=Sum("bytes"))["total"] or 0
+    if stored + size > settings.BATCH_TEAM_STORAGE_BYTES:
+        raise BatchRefused(
+            413,
+            f"The team's files take {stored} bytes; this one would pass its limit of "
+            f"{settings.BATCH_TEAM_STORAGE_BYTES}. Delete files it no longer needs.",
+            "storage_limit_exceeded",
+            "file",
+        )
+
+
+def _drop_bytes(file_id: str) -> None:
+    """Bytes stored for a file that was then refused: no row will name them."""
+    try:
+        file_storage().delete(file_id)
+    except (StorageUnavailable, OSError) as exc:
+        logger.error("upload %s left in storage, no row names it: %s", file_id, exc)
 
 
 def store_output_file(team_id: int, filename: str, content: IO[bytes], size: int) -> BatchFile:
