@@ -1,12 +1,12 @@
 """The runner's writes: hold a batch, record finished lines, and end it with its output and
 error files. Synchronous (the runner calls them through database_read's thread)."""
 
-import io
 import json
 import logging
+import tempfile
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -26,6 +26,7 @@ QUEUED = "queued"  # the holder of a batch whose run is queued and not yet start
 # How long a runner writing a batch's files holds it without a heartbeat: a runner that dies
 # while writing them is replaced after this, rather than after BATCH_RUNNER_STALE_S.
 FINALIZE_HOLD = timedelta(minutes=10)
+OUTPUT_IN_MEMORY_BYTES = 8 * 1024 * 1024  # per file, then it is spooled to disk
 # What a line that never ran says in the error file, by how its batch ended.
 NOT_RUN = {
     Status.EXPIRED: (
@@ -142,7 +143,24 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
     if not held.update(**hold):
         return None
     batch = Batch.objects.get(id=batch_id)
-    output, errors = io.BytesIO(), io.BytesIO()
+    # On disk past OUTPUT_IN_MEMORY_BYTES: a batch's answers can be gigabytes.
+    with _spooled() as output, _spooled() as errors:
+        return _write_and_end(batch, runner, unrun, status, output, errors)
+
+
+def _spooled() -> "tempfile.SpooledTemporaryFile[bytes]":
+    return tempfile.SpooledTemporaryFile(max_size=OUTPUT_IN_MEMORY_BYTES)
+
+
+def _write_and_end(
+    batch: Batch,
+    runner: str,
+    unrun: dict[int, str],
+    status: Status,
+    output: IO[bytes],
+    errors: IO[bytes],
+) -> Batch | None:
+    batch_id = batch.id
     for line in BatchLine.objects.filter(batch_id=batch_id).order_by("line_number").iterator():
         (output if line.succeeded else errors).write(_jsonl(_output_line(line)))
     code, message = NOT_RUN.get(status, ("batch_failed", "The batch failed before this ran."))
