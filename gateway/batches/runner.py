@@ -78,17 +78,20 @@ class BatchRunner:
     async def run(self, content: IO[bytes]) -> None:
         """Run the lines of `content` (the batch's input file, opened by run_batch) that no
         earlier runner finished."""
-        done = await database_read(progress.finished_line_numbers)(self.batch.id)
-        billed = await database_read(progress.billed_lines)(self.batch.id)
-        self.owed = {number: rid for number, rid in billed.items() if number not in done}
-        if self.owed:
-            logger.info(
-                "batch %s: %d line(s) billed but not kept by an earlier runner; run again",
-                self.batch.id,
-                len(self.owed),
-            )
+        # Renewing from the start: reading what earlier runners billed moves the usage
+        # stream into the ledger first, which takes long after an outage, and a hold left
+        # unrenewed meanwhile is handed to a second runner.
         keeper = asyncio.create_task(self._keep_and_renew())
         try:
+            done = await database_read(progress.finished_line_numbers)(self.batch.id)
+            billed = await database_read(progress.billed_lines)(self.batch.id)
+            self.owed = {number: rid for number, rid in billed.items() if number not in done}
+            if self.owed:
+                logger.info(
+                    "batch %s: %d line(s) billed but not kept by an earlier runner; run again",
+                    self.batch.id,
+                    len(self.owed),
+                )
             await self._run_lines(_lines(content), done)
         finally:
             # Every line started runs to its end and is kept, also when reading the next
@@ -284,9 +287,14 @@ async def run_batch(batch_id: str, runner: str) -> None:
     # (gateway/batches/object_storage.py), which must not stall the loop's other tasks.
     with ExitStack() as opened:
         opening = file_storage().open(batch.input_file_id)
+        renewing = asyncio.create_task(_renew_hold(batch_id, runner))  # a large download
         try:
-            content = await asyncio.to_thread(opened.enter_context, opening)
+            content: IO[bytes] | None = await asyncio.to_thread(opened.enter_context, opening)
         except (FileNotFoundError, ValueError):
+            content = None
+        finally:
+            renewing.cancel()  # before fail: its hold for writing files must not be undone
+        if content is None:
             message = "The input file was deleted."
             await database_read(progress.fail)(batch_id, runner, "missing_file", message)
             return
@@ -297,3 +305,14 @@ async def run_batch(batch_id: str, runner: str) -> None:
             # this run, and a line counted finished must not lose its usage unlogged.
             await settlement.finish_background(sum(settlement.REQUEUE_PAUSES_S) + 5)
             await close_http_session()  # its connections belong to this event loop
+
+
+async def _renew_hold(batch_id: str, runner: str) -> None:
+    """Renew the hold until cancelled (while the input file is opened: object storage
+    downloads it whole, which can outlast BATCH_RUNNER_STALE_S); errors are logged."""
+    while True:
+        await asyncio.sleep(RENEW_EVERY_S)
+        try:
+            await database_read(progress.renew)(batch_id, runner)
+        except DatabaseError as exc:
+            logger.warning("batch %s: hold not renewed while opening its input: %s", batch_id, exc)
