@@ -303,6 +303,11 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 WS_MESSAGES_PER_MINUTE = env_int("WS_MESSAGES_PER_MINUTE", 120, minimum=1)
 WS_ADDRESS_MESSAGES_PER_MINUTE = env_int("WS_ADDRESS_MESSAGES_PER_MINUTE", 600, minimum=1)
 WS_REFUSALS_BEFORE_CLOSE = env_int("WS_REFUSALS_BEFORE_CLOSE", 10, minimum=1)
+# What one user may keep in the web chat (gateway/chat/actions.py): conversations, and
+# messages in one conversation. Without them a user's rows grow without bound, and a
+# conversation is sent whole each time it is opened.
+CHAT_MAX_CONVERSATIONS = env_int("CHAT_MAX_CONVERSATIONS", 1000, minimum=1)
+CHAT_MAX_MESSAGES = env_int("CHAT_MAX_MESSAGES", 1000, minimum=4)
 # Failed key authentications on the socket per client address, across new sockets: past
 # this, the address may not try again until its window (from its first failure) ends.
 WS_AUTH_FAILURES_PER_ADDRESS = env_int("WS_AUTH_FAILURES_PER_ADDRESS", 20, minimum=1)

@@ -143,6 +143,20 @@ def test_the_api_lists_creates_renames_and_deletes_a_users_own_conversations() -
     assert not Message.objects.exists()
 
 
+def test_a_user_at_the_conversation_limit_is_told_to_delete_some(settings: Any) -> None:
+    settings.CHAT_MAX_CONVERSATIONS = 3
+    client, ann = logged_in("ann")
+    made = [send(client, "post", "/chat/api/conversations/", {}) for _ in range(4)]
+    assert [r.status_code for r in made] == [201, 201, 201, 409]
+    error = made[-1].json()["error"]
+    assert error["code"] == "too_many_conversations" and "delete some" in error["message"]
+    assert Conversation.objects.filter(user=ann).count() == 3
+    other, _ = logged_in("bob")  # a limit per user, not for everyone
+    assert send(other, "post", "/chat/api/conversations/", {}).status_code == 201
+    assert client.delete(f"/chat/api/conversations/{made[0].json()['id']}/").status_code == 204
+    assert send(client, "post", "/chat/api/conversations/", {}).status_code == 201
+
+
 def test_another_user_gets_404_for_every_use_of_a_conversation_that_is_not_theirs() -> None:
     ann = user("ann")
     conversation = actions.create_conversation(ann.pk, {"title": "Private"})

@@ -212,6 +212,34 @@ def test_naming_another_users_conversation_is_refused_before_anything_is_generat
 
 
 @pytest.mark.live
+def test_a_full_conversation_is_refused_before_anything_is_generated(
+    team: Any, settings: Any
+) -> None:
+    """At CHAT_MAX_MESSAGES the socket says to start a new conversation, and nothing is
+    generated or billed; replacing an earlier question frees what it deletes."""
+    settings.CHAT_MAX_MESSAGES = 2  # one exchange
+    ann, cookie = member(team, "ann")
+    conversation = actions.create_conversation(ann.pk)
+    first = converse(cookie, [chat(conversation.pk, "One")])[-1]
+    assert first["type"] == "done"
+    ingest("test-consumer")
+    billed = UsageRecord.objects.count()
+    events = converse(cookie, [chat(conversation.pk, "Two")])
+    refused = [e for e in events if e["type"] == "error"]
+    assert [e["error"]["code"] for e in refused] == ["conversation_full"], events
+    assert "start a new conversation" in refused[0]["error"]["message"]
+    assert not any(e["type"] in ("delta", "done") for e in events)
+    ingest("test-consumer")
+    assert UsageRecord.objects.count() == billed  # nothing generated for it
+    # Not admitted either: the team's second request a minute (of 2) is still free.
+    replacing = chat(conversation.pk, "One, again", replace_from=first["user_message_id"])
+    ends = [e for e in converse(cookie, [replacing]) if e["type"] in ("done", "error")]
+    assert [e["type"] for e in ends] == ["done"], ends
+    kept = Message.objects.filter(conversation=conversation).values_list("content", flat=True)
+    assert kept[0] == "One, again" and len(kept) == 2
+
+
+@pytest.mark.live
 def test_replace_from_must_be_a_question_of_the_same_conversation(team: Any) -> None:
     ann, cookie = member(team, "ann")
     conversation = actions.create_conversation(ann.pk)

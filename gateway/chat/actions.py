@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -33,6 +35,16 @@ MAX_ID = 2**63 - 1
 
 class ConversationNotFound(Exception):
     """No conversation with that id belongs to this user (it may belong to another)."""
+
+
+class TooManyConversations(Exception):
+    """The user keeps CHAT_MAX_CONVERSATIONS already."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"You have {limit} conversations, the most one account keeps: delete some to "
+            "start a new one."
+        )
 
 
 @dataclass(frozen=True)
@@ -81,12 +93,29 @@ def owned_conversation(user_id: int, conversation_id: Any) -> Conversation:
         raise ConversationNotFound(conversation_id) from None
 
 
+@transaction.atomic
 def create_conversation(user_id: int, settings: Mapping[str, Any] | None = None) -> Conversation:
-    """A new, empty conversation; `settings` as change_conversation takes them."""
+    """A new, empty conversation; `settings` as change_conversation takes them. The user's
+    row is locked while their conversations are counted, so creations at the same moment
+    cannot pass CHAT_MAX_CONVERSATIONS together."""
     conversation = Conversation(user_id=user_id)
     _apply(conversation, {"title": DEFAULT_TITLE, **(settings or {})})
+    get_user_model().objects.select_for_update().filter(pk=user_id).first()
+    limit = django_settings.CHAT_MAX_CONVERSATIONS
+    if Conversation.objects.filter(user_id=user_id).count() >= limit:
+        raise TooManyConversations(limit)
     conversation.save()
     return conversation
+
+
+def messages_left(conversation_id: int, replace_from: int | None) -> int:
+    """How many more messages the conversation may keep (CHAT_MAX_MESSAGES), counting those
+    a replacement deletes as gone."""
+    kept = Message.objects.filter(conversation_id=conversation_id)
+    if replace_from is not None:
+        kept = kept.filter(id__lt=replace_from)
+    left: int = django_settings.CHAT_MAX_MESSAGES - kept.count()
+    return left
 
 
 @transaction.atomic

@@ -39,6 +39,8 @@ def _logged_in(view: View) -> View:
             return view(request, *args, **kwargs)
         except actions.ConversationNotFound:
             return _error(404, "No such conversation.", "conversation_not_found")
+        except actions.TooManyConversations as exc:
+            return _error(409, str(exc), "too_many_conversations")
         except ValidationError as exc:
             field, messages = next(iter(exc.message_dict.items()))
             return _error(400, f"{field}: {' '.join(messages)}", "invalid_request", field)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import DatabaseError
 
 from foundation.db import database_read
@@ -87,6 +88,13 @@ class ChatThread:
         if replace_from is not None and replace_from not in found:
             message = "'replace_from' must be the id of a user message in this conversation."
             return _invalid(message, "replace_from")
+        left = await database_read(actions.messages_left)(conversation, replace_from)
+        if left < 2 + len(_tool_results(content)):  # the question (or results), the reply
+            message = (
+                f"This conversation holds {settings.CHAT_MAX_MESSAGES} messages, the most "
+                "one keeps: start a new conversation to go on."
+            )
+            return ApiError(409, message, "conversation_full", "conversation")
         if replace_from is not None and not _ends_with_a_question(content.get("messages")):
             # What replaces a question is a question: tool results sent with replace_from
             # would delete the question and the call they answer, and keep only themselves.

@@ -316,8 +316,9 @@ async function guarded(call) {
   try {
     return await call();
   } catch (error) {
-    notice(error.status === 404 ? "That conversation does not exist (or is not yours)."
-      : `Could not reach your conversations: ${error.message}`);
+    if (error.status === 404) notice("That conversation does not exist (or is not yours).");
+    else if (error.status === 409) notice(error.message); // a limit, and what to do about it
+    else notice(`Could not reach your conversations: ${error.message}`);
     return null;
   }
 }
