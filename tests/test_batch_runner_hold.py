@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
+from gateway.accounts import actions as account_actions
 from gateway.batches import progress, runner
 from gateway.batches.input_file import MalformedLine, read_line
+from gateway.batches.lines import LineResult
 from gateway.batches.models import Batch, BatchLine
 
 pytestmark = pytest.mark.unit
@@ -97,3 +99,41 @@ def test_lines_already_started_finish_and_are_kept_when_reading_the_next_fails(m
     with pytest.raises(OperationalError):
         asyncio.run(running.run(io.BytesIO(b"")))
     assert kept == [1]
+
+
+@pytest.mark.parametrize(
+    "custom_id", ["\\ud800", "a\\u0000b"], ids=["an unpaired surrogate", "a NUL character"]
+)
+def test_a_custom_id_no_database_can_keep_makes_its_line_malformed(custom_id):
+    raw = (
+        b'{"custom_id": "' + custom_id.encode() + b'", "method": "POST", '
+        b'"url": "/v1/chat/completions", "body": {"model": "m"}}'
+    )
+    with pytest.raises(MalformedLine, match="custom_id must be text"):
+        read_line(1, raw)
+
+
+@pytest.mark.django_db
+def test_an_answer_quoting_what_no_database_keeps_is_kept_with_a_replacement_character():
+    """A worker's reply (or an error quoting the request) with a NUL or an unpaired
+    surrogate: PostgreSQL refused the row, and the keeper then kept no line after it."""
+    team = account_actions.create_team("Acme")
+    now = datetime.now(UTC)
+    batch = Batch.objects.create(
+        id="batch_unstorable",
+        team=team,
+        api_key_id="k1",
+        endpoint="/v1/chat/completions",
+        input_file_id="file-1",
+        status=Batch.Status.IN_PROGRESS,
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    body = {"choices": [{"message": {"content": "a\x00b\ud800c"}}], "nested": ["\x00"]}
+    row = runner._row(batch.id, 1, "one", "batch_req_1", LineResult(200, body))
+    progress.record_lines(batch.id, [row])
+    kept = BatchLine.objects.get(batch_id=batch.id, line_number=1)
+    assert kept.body == {
+        "choices": [{"message": {"content": "a\ufffdb\ufffdc"}}],
+        "nested": ["\ufffd"],
+    }

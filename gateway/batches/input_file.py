@@ -8,6 +8,7 @@ malformed line in the batch's error file with its number and goes on.
 """
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -58,6 +59,38 @@ class FileSummary:
     model_names: dict[str, set[str]] = field(default_factory=dict)  # by endpoint
 
 
+# After json.loads a surrogate pair is one character: any surrogate left pairs with nothing.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> bool:
+    """Whether a database keeps the string as it is: PostgreSQL stores no NUL character,
+    and no database stores a surrogate that pairs with nothing (JSON's "\ud800")."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable(value: Any) -> Any:
+    """`value` (decoded JSON) with every string a database cannot keep made keepable: NUL
+    and unpaired surrogates become U+FFFD. A batch line's answer (a worker's reply, an
+    error quoting the request) is kept as a row; one it could not keep stopped the runner
+    keeping any line after it."""
+    if isinstance(value, str):
+        if storable_text(value):
+            return value
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    return value
+
+
 def raw_lines(content: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, bytes) of every non-blank line."""
     for number, raw in enumerate(content, 1):
@@ -81,6 +114,8 @@ def read_line(number: int, raw: bytes) -> LineRequest:
         raise MalformedLine("custom_id must be a non-empty string")
     if len(custom_id) > CUSTOM_ID_MAX_CHARS:
         raise MalformedLine(f"custom_id is over {CUSTOM_ID_MAX_CHARS} characters")
+    if not storable_text(custom_id):
+        raise MalformedLine("custom_id must be text: no NUL character, no unpaired surrogate")
     if line.get("method") != "POST":
         raise MalformedLine("method must be POST")
     url = line.get("url")

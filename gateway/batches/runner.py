@@ -35,6 +35,7 @@ from gateway.batches.input_file import (
     parse_generation,
     raw_lines,
     read_line,
+    storable,
 )
 from gateway.batches.lines import LineResult, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
@@ -222,14 +223,15 @@ class BatchRunner:
                 if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping:
                     self.status = await database_read(progress.renew)(self.batch.id, self.runner)
                     renewed = time.monotonic()
-            except DatabaseError as exc:
+            except Exception as exc:  # a database error, or a bug: the keeper must live on
                 unrenewed_s = time.monotonic() - renewed
                 logger.warning(
-                    "batch %s: database error keeping lines or renewing the hold (%.0f s "
-                    "since the last renewal): %s",
+                    "batch %s: error keeping lines or renewing the hold (%.0f s since the "
+                    "last renewal): %s",
                     self.batch.id,
                     unrenewed_s,
                     exc,
+                    exc_info=not isinstance(exc, DatabaseError),
                 )
                 if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2:
                     # Another runner may be given the batch soon: start no more lines.
@@ -260,18 +262,18 @@ def _row(
     result: LineResult,
     error: dict[str, str] | None = None,
 ) -> BatchLine:
-    return BatchLine(
+    return BatchLine(  # storable: a reply or error quoting a NUL would stop the keeper
         batch_id=batch_id,
         line_number=number,
         custom_id=custom_id,
         request_id=request_id,
         status_code=result.status_code,
-        body=result.body,
-        error=error,
+        body=storable(result.body),
+        error=storable(error),
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost_micros=result.cost_micros,
-        headers=result.headers,
+        headers=storable(result.headers),
         finished_at=timezone.now(),
     )
 
