@@ -34,3 +34,18 @@ def database_read(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R
             close_stale_connections()
 
     return sync_to_async(with_upkeep)
+
+
+def database_work_aside(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """`await database_work_aside(work)(...)`: for database work that takes seconds. It
+    runs on a thread of its own, not the one thread every `database_read` shares, which
+    would wait behind it (a batch runner's hold renewals did, and the hold went stale);
+    that thread's connections are closed when it returns."""
+
+    def closing(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(closing, thread_sensitive=False)

@@ -15,6 +15,7 @@ from gateway.batches import progress, runner
 from gateway.batches.input_file import MalformedLine, read_line
 from gateway.batches.lines import LineResult
 from gateway.batches.models import Batch, BatchLine
+from inference.deployments import catalog
 
 pytestmark = pytest.mark.unit
 
@@ -137,3 +138,46 @@ def test_an_answer_quoting_what_no_database_keeps_is_kept_with_a_replacement_cha
         "choices": [{"message": {"content": "a\ufffdb\ufffdc"}}],
         "nested": ["\ufffd"],
     }
+
+
+def test_a_runner_whose_hold_went_unrenewed_pauses_and_goes_on_once_it_is_renewed(
+    monkeypatch, settings
+):
+    """A database away for over half of BATCH_RUNNER_STALE_S: no line starts, and none is
+    given up either. Before, every line not yet started was reported `batch_expired` once
+    the database was back, though the batch had hours left."""
+    settings.BATCH_RUNNER_STALE_S = 0.4
+    answers: list[Any] = [OperationalError("the database is away")] * 6
+    answers.append(Batch.Status.IN_PROGRESS)
+
+    def renew(batch_id: str, name: str) -> str:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return str(answer)
+
+    monkeypatch.setattr(progress, "renew", renew)
+    monkeypatch.setattr(progress, "record_lines", lambda batch_id, rows: None)
+    monkeypatch.setattr(runner, "KEEP_EVERY_S", 0.05)
+    monkeypatch.setattr(runner, "RENEW_EVERY_S", 0.05)
+    running = runner.BatchRunner(_batch(), "runner-1")
+
+    async def unknown_model(name: str) -> None:
+        return None  # an unknown model: no meter to ask, the line may start at once
+
+    monkeypatch.setattr(catalog, "get", unknown_model)
+
+    async def scenario() -> list[tuple[bool, bool]]:
+        keeper = asyncio.ensure_future(running._keep_and_renew())
+        seen = []
+        await asyncio.sleep(0.3)  # unrenewed past half of 0.4 s
+        waiting = asyncio.ensure_future(running._wait_for_room("m", owed=False))
+        await asyncio.sleep(0.05)
+        seen.append((running.paused, waiting.done()))
+        started = await asyncio.wait_for(waiting, 5)  # the database is back
+        seen.append((running.paused, started))
+        keeper.cancel()
+        return seen
+
+    assert asyncio.run(scenario()) == [(True, False), (False, True)]
+    assert running.status == Batch.Status.IN_PROGRESS and not running.unrun

@@ -37,15 +37,11 @@ class SlowToOpen(LocalFileStorage):
             yield content
 
 
-def test_a_runner_slow_to_open_its_input_keeps_its_hold(settings: Any, tmp_path: Path) -> None:
-    settings.BATCH_FILE_STORAGE = f"{__name__}.SlowToOpen"
-    settings.BATCH_FILE_DIR = str(tmp_path)
-    settings.BATCH_RUNNER_STALE_S = STALE_S
-    file_storage.cache_clear()
+def _batch_of_one_malformed_line() -> Batch:
     team = account_actions.create_team("Acme")
     now = datetime.now(UTC)
     batch = Batch.objects.create(
-        id="batch_slow_start",
+        id=f"batch_{secrets.token_hex(12)}",
         team=team,
         api_key_id="k1",
         endpoint="/v1/chat/completions",
@@ -56,6 +52,15 @@ def test_a_runner_slow_to_open_its_input_keeps_its_hold(settings: Any, tmp_path:
         expires_at=now + timedelta(hours=1),
     )
     file_storage().save(batch.input_file_id, io.BytesIO(b"not a json line\n"))
+    return batch
+
+
+def test_a_runner_slow_to_open_its_input_keeps_its_hold(settings: Any, tmp_path: Path) -> None:
+    settings.BATCH_FILE_STORAGE = f"{__name__}.SlowToOpen"
+    settings.BATCH_FILE_DIR = str(tmp_path)
+    settings.BATCH_RUNNER_STALE_S = STALE_S
+    file_storage.cache_clear()
+    batch = _batch_of_one_malformed_line()
     running = threading.Thread(target=asyncio.run, args=(run_batch(batch.id, "runner-1"),))
     try:
         running.start()
@@ -67,3 +72,31 @@ def test_a_runner_slow_to_open_its_input_keeps_its_hold(settings: Any, tmp_path:
     assert taken_over is None, "the sweep could hand the batch to a second runner"
     ended = Batch.objects.get(id=batch.id)
     assert ended.status == Batch.Status.COMPLETED and ended.failed == 1  # the malformed line
+
+
+def test_a_runner_slow_to_read_what_was_billed_keeps_its_hold(
+    settings: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Reading what earlier runners billed moves the usage stream into the ledger first,
+    which takes seconds after an outage; the hold's renewals do not wait behind it."""
+    settings.BATCH_FILE_DIR = str(tmp_path)
+    settings.BATCH_RUNNER_STALE_S = STALE_S
+    file_storage.cache_clear()
+    billed_lines = progress.billed_lines
+
+    def slow_billed_lines(batch_id: str) -> dict[int, str]:
+        time.sleep(OPEN_S)
+        return billed_lines(batch_id)
+
+    monkeypatch.setattr(progress, "billed_lines", slow_billed_lines)
+    batch = _batch_of_one_malformed_line()
+    running = threading.Thread(target=asyncio.run, args=(run_batch(batch.id, "runner-1"),))
+    try:
+        running.start()
+        time.sleep(OPEN_S - 0.5)  # still reading, long past BATCH_RUNNER_STALE_S
+        taken_over = progress.claim(batch.id, "runner-2")
+        running.join(timeout=30)
+    finally:
+        file_storage.cache_clear()
+    assert taken_over is None, "the sweep could hand the batch to a second runner"
+    assert Batch.objects.get(id=batch.id).status == Batch.Status.COMPLETED

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from foundation.db import database_read
+from foundation.db import database_read, database_work_aside
 from foundation.redis_clients import REDIS_FAILURES
 from gateway.batches import progress
 from gateway.batches.input_file import (
@@ -66,6 +66,10 @@ class BatchRunner:
         self.meter = BatchMeter()
         # As last read: cancelling, or None (the hold was lost), stops new lines.
         self.status: str | None = batch.status
+        # The hold went unrenewed for half of BATCH_RUNNER_STALE_S (the database away): no
+        # line starts until a renewal says whether it is still ours. Not an end: the lines
+        # not started stay for this runner (or the next), never reported as not run.
+        self.paused = False
         self.finished: list[BatchLine] = []
         self.unrun: dict[int, str] = {}  # line number -> custom_id of lines not started
         self.owed: dict[int, str] = {}  # billed, never kept: line number -> its request id
@@ -85,7 +89,7 @@ class BatchRunner:
         keeper = asyncio.create_task(self._keep_and_renew())
         try:
             done = await database_read(progress.finished_line_numbers)(self.batch.id)
-            billed = await database_read(progress.billed_lines)(self.batch.id)
+            billed = await database_work_aside(progress.billed_lines)(self.batch.id)
             self.owed = {number: rid for number, rid in billed.items() if number not in done}
             if self.owed:
                 logger.info(
@@ -136,7 +140,7 @@ class BatchRunner:
                 self._malformed(number, custom_id, why)
                 continue
             model = await self.metered_model(line)
-            if number not in self.owed and not await self._wait_for_room(model):
+            if not await self._wait_for_room(model, owed=number in self.owed):
                 self.unrun[number] = line.custom_id
                 continue
             # Counted as started now, before the task first runs: the meter's next answer
@@ -160,16 +164,24 @@ class BatchRunner:
             return model
         return target.deployment.name
 
-    async def _wait_for_room(self, model: str) -> bool:
-        """Until the meter lets the line start (True) or the batch stops (False)."""
+    async def _wait_for_room(self, model: str, owed: bool) -> bool:
+        """Until the line may start (True) or must not (False: the batch stopped, or its
+        hold was lost). An owed line (billed by a dead runner, never kept) starts whatever
+        the meter says, even once the batch stops (the module docstring says why). No line
+        starts while the runner is paused."""
         deployment = await catalog.get(model)
         in_process = deployment is not None and deployment.in_process
-        while not self.stopping:
-            try:
-                if deployment is None or await self.meter.may_start(model, in_process):
-                    return True  # an unknown model: the pipeline's own refusal is the answer
-            except REDIS_FAILURES as exc:  # the fleet snapshot is unreadable (a restart)
-                logger.warning("batch %s: no fleet snapshot (%s); waiting", self.batch.id, exc)
+        while self.status is not None:
+            if not self.paused:
+                if owed:
+                    return True
+                if self.stopping:
+                    return False
+                try:
+                    if deployment is None or await self.meter.may_start(model, in_process):
+                        return True  # an unknown model: the pipeline's refusal is the answer
+                except REDIS_FAILURES as exc:  # the fleet snapshot is unreadable (a restart)
+                    logger.warning("batch %s: no fleet snapshot (%s); waiting", self.batch.id, exc)
             self.line_ended.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.line_ended.wait(), WAIT_FOR_ROOM_S)
@@ -220,9 +232,12 @@ class BatchRunner:
             await asyncio.sleep(KEEP_EVERY_S)
             try:
                 await self._keep()
-                if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping:
+                if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping or self.paused:
                     self.status = await database_read(progress.renew)(self.batch.id, self.runner)
                     renewed = time.monotonic()
+                    if self.paused:
+                        logger.info("batch %s: hold renewed, lines start again", self.batch.id)
+                    self.paused = False
             except Exception as exc:  # a database error, or a bug: the keeper must live on
                 unrenewed_s = time.monotonic() - renewed
                 logger.warning(
@@ -233,10 +248,11 @@ class BatchRunner:
                     exc,
                     exc_info=not isinstance(exc, DatabaseError),
                 )
-                if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2:
-                    # Another runner may be given the batch soon: start no more lines.
+                if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2 and not self.paused:
+                    # Another runner may be given the batch soon: start no more lines
+                    # until a renewal says whether the hold is still ours.
                     logger.error("batch %s: hold not renewed, no new lines", self.batch.id)
-                    self.status = None
+                    self.paused = True
 
     async def _keep(self) -> None:
         """Write finished lines; a group is dropped from memory only once it is written."""
