@@ -10,6 +10,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from gateway.api.common import holds_an_inference_key  # noqa: E402
 from gateway.api_handler import split_application  # noqa: E402
 from gateway.body_limit import BodySizeLimit  # noqa: E402
 from gateway.chat.routing import websocket_urlpatterns  # noqa: E402
@@ -32,6 +33,7 @@ application = DrainGuard(
                 http_app,
                 settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
                 {"/v1/files": settings.BATCH_FILE_MAX_BYTES + MULTIPART_OVERHEAD_BYTES},
+                may_send_larger=holds_an_inference_key,
             ),
             "websocket": AllowedHostsOriginValidator(
                 AuthMiddlewareStack(URLRouter(websocket_urlpatterns))

@@ -39,23 +39,35 @@ def _too_large_body(limit: int) -> bytes:
 
 
 class BodySizeLimit:
-    """limit: for every path but those under a prefix of `larger` (a file upload's)."""
+    """limit: for every request but a POST to a path of `larger` (a file upload's), which
+    may send its own limit when `may_send_larger` says so for the request (it holds a
+    valid key): a body is received in full before any view checks who sent it, so a
+    larger limit for anyone would let anyone fill the disk with uploads nobody keeps."""
 
-    def __init__(self, app: App, limit: int, larger: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        limit: int,
+        larger: dict[str, int] | None = None,
+        may_send_larger: Callable[[Scope], Awaitable[bool]] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
         self.larger = larger or {}
+        self.may_send_larger = may_send_larger
 
-    def limit_for(self, path: str) -> int:
-        for prefix, limit in self.larger.items():
-            if path == prefix or path.startswith(prefix + "/"):
-                return limit
-        return self.limit
+    async def limit_for(self, scope: Scope) -> int:
+        larger = self.larger.get(scope.get("path", ""))
+        if larger is None or scope.get("method") != "POST":
+            return self.limit
+        if self.may_send_larger is not None and not await self.may_send_larger(scope):
+            return self.limit
+        return larger
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.limit_for(scope.get("path", ""))
+        limit = await self.limit_for(scope)
         declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
         if declared.isascii() and declared.isdigit() and int(declared) > limit:
             return await self._refuse(send, receive, limit)

@@ -2,7 +2,7 @@
 response (the request counter, x-request-id and the pipeline's headers)."""
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, MutableMapping
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -10,9 +10,11 @@ from django.http.response import HttpResponseBase
 
 from foundation import metrics
 from foundation.json_bytes import json_bytes
+from foundation.redis_clients import REDIS_FAILURES
 from gateway.accounts.authentication import authenticate_key, bearer_token
 from gateway.accounts.records import KeyRecord
 from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
+from gateway.serving.errors import DOMAIN_ERRORS
 
 
 def credential(request: HttpRequest) -> ApiKeyCredential:
@@ -60,6 +62,21 @@ def finish(
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+_NOT_A_KEY: tuple[type[BaseException], ...] = (*DOMAIN_ERRORS, *REDIS_FAILURES)
+
+
+async def holds_an_inference_key(scope: MutableMapping[str, Any]) -> bool:
+    """Whether an ASGI request's bearer key is one the files endpoints accept (the body
+    limit lets only such a request send an upload's size)."""
+    headers = dict(scope.get("headers") or [])
+    try:
+        header = headers.get(b"authorization", b"").decode("latin-1")
+        await authenticate_key(bearer_token(header), INFERENCE_SCOPE)
+    except _NOT_A_KEY:
+        return False  # the view answers it, with a body no larger than any request's
+    return True
 
 
 async def authorized_key(request: HttpRequest) -> KeyRecord:
