@@ -5,6 +5,7 @@ line numbers, cancel and expiry, team isolation, refusals at creation, the batch
 and a Celery worker SIGKILLed mid-batch that a second one finishes without a duplicate."""
 
 import asyncio
+import http.client
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,10 @@ def test_bad_files_and_batches_are_refused_at_creation(stack):
             input_file_id=unknown, endpoint="/v1/chat/completions", completion_window="24h"
         )
     good = stack.upload(jsonl([chat_line("a", "hello")]))
+    deep = http.client.HTTPConnection("127.0.0.1", stack.gateway.port, timeout=10)
+    deep.request("POST", "/v1/batches", b"[" * 100_000, {"Authorization": f"Bearer {stack.key}"})
+    refused = deep.getresponse()
+    assert refused.status == 400 and b"nests too deep" in refused.read()
     with pytest.raises(openai.BadRequestError, match="completion_window"):
         stack.client.batches.create(
             input_file_id=good,

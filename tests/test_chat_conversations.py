@@ -157,6 +157,26 @@ def test_a_user_at_the_conversation_limit_is_told_to_delete_some(settings: Any) 
     assert send(client, "post", "/chat/api/conversations/", {}).status_code == 201
 
 
+def test_text_no_database_keeps_is_a_400_and_a_question_holding_it_is_still_kept() -> None:
+    """A NUL or an unpaired surrogate (JSON's lone \\ud800): PostgreSQL refuses the first,
+    every UTF-8 database the second. A title or system prompt with one is a 400 naming the
+    field (it was a 500); a question or reply with one is kept with U+FFFD (it was lost)."""
+    client, ann = logged_in("ann")
+    created = send(client, "post", "/chat/api/conversations/", {})
+    path = f"/chat/api/conversations/{created.json()['id']}/"
+    for field, value in (("title", "a\ud800b"), ("system_prompt", "a\x00b")):
+        refused = send(client, "patch", path, {field: value})
+        assert refused.status_code == 400, refused.content
+        assert refused.json()["error"]["param"] == field
+    deep = client.post(
+        "/chat/api/conversations/", data="[" * 100_000, content_type="application/json"
+    )
+    assert deep.status_code == 400 and deep.json()["error"]["param"] == "body"
+    actions.record_exchange(ann.pk, created.json()["id"], "why\ud800?", reply("so\x00"))
+    kept = list(Message.objects.values_list("content", flat=True))
+    assert kept == ["why\ufffd?", "so\ufffd"]
+
+
 def test_another_user_gets_404_for_every_use_of_a_conversation_that_is_not_theirs() -> None:
     ann = user("ann")
     conversation = actions.create_conversation(ann.pk, {"title": "Private"})

@@ -84,8 +84,9 @@ async def batches(request: HttpRequest) -> HttpResponseBase:
 def _create(key: KeyRecord, raw: bytes, deployments: Mapping[str, DeploymentInfo]) -> Batch:
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise actions.BatchRefused(400, "The body is not JSON.", "invalid_json") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        message = "The body is not JSON (or nests too deep)."
+        raise actions.BatchRefused(400, message, "invalid_json") from None
     if not isinstance(body, dict):
         raise actions.BatchRefused(400, "The body must be a JSON object.", "invalid_value")
     for name in ("input_file_id", "endpoint", "completion_window"):

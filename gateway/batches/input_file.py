@@ -8,13 +8,13 @@ malformed line in the batch's error file with its number and goes on.
 """
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.conf import settings
 
+from foundation.text import storable_text
 from inference.chat_request import (
     CHAT_PATH,
     TEXT_PATH,
@@ -57,38 +57,6 @@ class FileSummary:
     well_formed: int = 0
     estimated_tokens: int = 0  # prompt estimates plus max_tokens, over well-formed lines
     model_names: dict[str, set[str]] = field(default_factory=dict)  # by endpoint
-
-
-# After json.loads a surrogate pair is one character: any surrogate left pairs with nothing.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def storable_text(text: str) -> bool:
-    """Whether a database keeps the string as it is: PostgreSQL stores no NUL character,
-    and no database stores a surrogate that pairs with nothing (JSON's "\ud800")."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def storable(value: Any) -> Any:
-    """`value` (decoded JSON) with every string a database cannot keep made keepable: NUL
-    and unpaired surrogates become U+FFFD. A batch line's answer (a worker's reply, an
-    error quoting the request) is kept as a row; one it could not keep stopped the runner
-    keeping any line after it."""
-    if isinstance(value, str):
-        if storable_text(value):
-            return value
-        return _UNSTORABLE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [storable(item) for item in value]
-    return value
 
 
 def raw_lines(content: IO[bytes]) -> Iterator[tuple[int, bytes]]:

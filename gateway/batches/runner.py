@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from foundation.db import database_read, database_work_aside
 from foundation.redis_clients import REDIS_FAILURES
+from foundation.text import storable
 from gateway.batches import progress
 from gateway.batches.input_file import (
     GENERATION_ENDPOINTS,
@@ -35,7 +36,6 @@ from gateway.batches.input_file import (
     parse_generation,
     raw_lines,
     read_line,
-    storable,
 )
 from gateway.batches.lines import LineResult, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine

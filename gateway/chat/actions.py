@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from foundation.text import storable, storable_text
 from gateway.chat.models import (
     DEFAULT_TITLE,
     MODEL_MAX_LENGTH,
@@ -158,6 +159,8 @@ def record_exchange(
         raise ConversationNotFound(conversation_id) from None
     if replace_from is not None:
         conversation.messages.filter(id__gte=replace_from).delete()
+    # Kept, with U+FFFD for what no database stores (foundation/text.py), not lost.
+    question = None if question is None else storable(question)
     asked = None
     if question is not None:
         asked = Message.objects.create(
@@ -172,7 +175,7 @@ def record_exchange(
         Message.objects.create(
             conversation=conversation,
             role=Message.Role.TOOL,
-            content=result.content,
+            content=storable(result.content),
             tool_call_id=result.tool_call_id,
         )
         for result in tool_results
@@ -180,8 +183,8 @@ def record_exchange(
     answered = Message.objects.create(
         conversation=conversation,
         role=Message.Role.ASSISTANT,
-        content=reply.content,
-        tool_calls=reply.tool_calls,
+        content=storable(reply.content),
+        tool_calls=storable(reply.tool_calls),
         model=reply.model[:MODEL_MAX_LENGTH],
         request_id=reply.request_id,
         prompt_tokens=reply.prompt_tokens,
@@ -230,6 +233,8 @@ def _text(
 ) -> str:
     if not isinstance(value, str):
         raise ValidationError({field: "Must be a string."})
+    if not storable_text(value):
+        raise ValidationError({field: "Must be text: no NUL character, no unpaired surrogate."})
     text = re.sub(r"\s+", " ", value).strip() if strip else value
     if required and not text:
         raise ValidationError({field: "Must not be empty."})

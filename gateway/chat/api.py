@@ -58,8 +58,8 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationError({"body": "Not JSON."}) from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ValidationError({"body": "Not JSON (or nested too deep)."}) from None
     if not isinstance(body, dict):
         raise ValidationError({"body": "Must be a JSON object."})
     return body
