@@ -93,6 +93,36 @@ def test_the_admin_sign_in_is_throttled_too(settings):
     assert locked.status_code == 429 and LOCKED in locked.content.decode()
 
 
+@pytest.mark.parametrize("page", ["/accounts/password_change/", "/admin/password_change/"])
+def test_a_session_guessing_its_owners_password_on_a_change_page_is_locked_out(settings, page):
+    """A stolen session may not guess the present password that a password change asks
+    for without limit; guesses count against the account, as failed sign-ins do."""
+    settings.LOGIN_FAILURES_PER_USERNAME = 2
+    owner = get_user_model().objects.create_superuser("root", password=PASSWORD)
+    session = Client()
+    session.force_login(owner)
+
+    def change(old: str) -> "Response":
+        form = {
+            "old_password": old,
+            "new_password1": "n3w-pa55word!",
+            "new_password2": "n3w-pa55word!",
+        }
+        return session.post(page, form, REMOTE_ADDR=ATTACKER)
+
+    guesses = [change(f"guess-{n}").status_code for n in range(2)]
+    locked = change(PASSWORD)
+    assert guesses == [200, 429]
+    assert locked.status_code == 429
+    owner.refresh_from_db()
+    assert owner.check_password(PASSWORD)  # the right password, refused while locked
+    assert sign_in("root", PASSWORD).status_code == 429  # one count for the account
+
+
+def test_there_is_no_password_reset_page_for_a_platform_that_sends_no_mail():
+    assert Client().get("/accounts/password_reset/").status_code == 404
+
+
 @pytest.mark.usefixtures("users")
 def test_a_good_sign_in_clears_its_usernames_failures(settings):
     settings.LOGIN_FAILURES_PER_USERNAME = 3

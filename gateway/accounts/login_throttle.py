@@ -3,7 +3,11 @@
 `throttled(view)` wraps a login view: django.contrib.auth's LoginView at /accounts/login/
 and the admin site's own at /admin/login/ (gateway/urls.py), which is a separate view.
 Both answer a failed sign-in by showing the form again (200) and a good one with a
-redirect, so the wrapper needs nothing else from them.
+redirect, so the wrapper needs nothing else from them. The password-change pages (the
+site's and the admin's) answer the same way and ask for the present password, so they are
+wrapped too, counted against the signed-in account (`throttled(view, signed_in)`): a stolen
+session cannot guess its owner's password there without limit, and guesses on either page
+share one count.
 
 Counts live in Redis (foundation/rate_window.py), so they hold across gateway processes:
 - per username (`LOGIN_FAILURES_PER_USERNAME`): many addresses guessing one account;
@@ -86,15 +90,27 @@ def _unavailable(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def throttled(view: View) -> View:
-    """`view` with failed sign-ins counted, and refused past either limit."""
+def named_in_the_form(request: HttpRequest) -> str:
+    """A sign-in's account: the one its form names."""
+    return str(request.POST.get("username", ""))
+
+
+def signed_in(request: HttpRequest) -> str:
+    """A password change's account: the one signed in (a stolen session guessing the
+    present password, which the change asks for)."""
+    return str(request.user.get_username()) if request.user.is_authenticated else ""
+
+
+def throttled(view: View, account: Callable[[HttpRequest], str] = named_in_the_form) -> View:
+    """`view` (a form that checks a password) with its failures counted per account and
+    per address, and refused past either limit."""
 
     @wraps(view)
     def throttled_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method != "POST":
             return view(request, *args, **kwargs)
         client = sync_redis()
-        username = username_subject(request.POST.get("username", ""))
+        username = username_subject(account(request))
         address = request_client_address(request)
         try:
             counts = [
