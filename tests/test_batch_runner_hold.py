@@ -4,6 +4,7 @@ runner crash."""
 
 import asyncio
 import io
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from gateway.batches import progress, runner
 from gateway.batches.input_file import MalformedLine, read_line
 from gateway.batches.lines import LineResult
 from gateway.batches.models import Batch, BatchLine
+from gateway.batches.storage import file_storage
 from inference.deployments import catalog
 
 pytestmark = pytest.mark.unit
@@ -41,10 +43,11 @@ def test_the_keeper_lives_through_a_database_error_and_keeps_the_lines_it_could_
     written: list[list[int]] = []
     failures = [OperationalError("server closed the connection unexpectedly")]
 
-    def record_lines(batch_id: str, rows: list[BatchLine]) -> None:
+    def record_lines(batch_id: str, runner: str, rows: list[BatchLine]) -> bool:
         if failures:
             raise failures.pop()
         written.append([row.line_number for row in rows])
+        return True
 
     monkeypatch.setattr(progress, "record_lines", record_lines)
     monkeypatch.setattr(progress, "renew", lambda batch_id, name: Batch.Status.IN_PROGRESS)
@@ -83,9 +86,12 @@ def test_lines_already_started_finish_and_are_kept_when_reading_the_next_fails(m
     monkeypatch.setattr(progress, "finished_line_numbers", lambda batch_id: set())
     monkeypatch.setattr(progress, "billed_lines", lambda batch_id: {})
     monkeypatch.setattr(progress, "renew", lambda batch_id, name: Batch.Status.IN_PROGRESS)
-    monkeypatch.setattr(
-        progress, "record_lines", lambda batch_id, rows: kept.extend(r.line_number for r in rows)
-    )
+
+    def record_lines(batch_id: str, holder: str, rows: list[BatchLine]) -> bool:
+        kept.extend(r.line_number for r in rows)
+        return True
+
+    monkeypatch.setattr(progress, "record_lines", record_lines)
     running = runner.BatchRunner(_batch(), "runner-1")
 
     async def one_line_then_a_database_error(lines: Any, done: set[int]) -> None:
@@ -127,12 +133,13 @@ def test_an_answer_quoting_what_no_database_keeps_is_kept_with_a_replacement_cha
         endpoint="/v1/chat/completions",
         input_file_id="file-1",
         status=Batch.Status.IN_PROGRESS,
+        runner="runner-1",
         created_at=now,
         expires_at=now + timedelta(hours=1),
     )
     body = {"choices": [{"message": {"content": "a\x00b\ud800c"}}], "nested": ["\x00"]}
     row = runner._row(batch.id, 1, "one", "batch_req_1", LineResult(200, body))
-    progress.record_lines(batch.id, [row])
+    assert progress.record_lines(batch.id, "runner-1", [row])
     kept = BatchLine.objects.get(batch_id=batch.id, line_number=1)
     assert kept.body == {
         "choices": [{"message": {"content": "a\ufffdb\ufffdc"}}],
@@ -157,7 +164,7 @@ def test_a_runner_whose_hold_went_unrenewed_pauses_and_goes_on_once_it_is_renewe
         return str(answer)
 
     monkeypatch.setattr(progress, "renew", renew)
-    monkeypatch.setattr(progress, "record_lines", lambda batch_id, rows: None)
+    monkeypatch.setattr(progress, "record_lines", lambda batch_id, runner, rows: True)
     monkeypatch.setattr(runner, "KEEP_EVERY_S", 0.05)
     monkeypatch.setattr(runner, "RENEW_EVERY_S", 0.05)
     running = runner.BatchRunner(_batch(), "runner-1")
@@ -181,3 +188,45 @@ def test_a_runner_whose_hold_went_unrenewed_pauses_and_goes_on_once_it_is_renewe
 
     assert asyncio.run(scenario()) == [(True, False), (False, True)]
     assert running.status == Batch.Status.IN_PROGRESS and not running.unrun
+
+
+@pytest.mark.django_db
+def test_lines_of_a_runner_that_lost_the_hold_are_left_to_its_holder_and_listed_once(
+    settings, tmp_path
+):
+    """Runner 1 lost the batch to runner 2 (the sweep): what runner 1 finishes afterwards
+    is not kept (runner 2 runs it; the ledger bills its request id once); what it kept
+    before is listed once, in the output, not also as "not run" in the error file."""
+    settings.BATCH_FILE_DIR = str(tmp_path)
+    file_storage.cache_clear()
+    team = account_actions.create_team("Acme")
+    now = datetime.now(UTC)
+    batch = Batch.objects.create(
+        id="batch_taken_over",
+        team=team,
+        api_key_id="k1",
+        endpoint="/v1/chat/completions",
+        input_file_id="file-1",
+        status=Batch.Status.CANCELLING,
+        runner="runner-1",
+        total=3,
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    answer = {"object": "chat.completion", "choices": []}
+    line = runner._row(batch.id, 1, "one", "batch_req_1", LineResult(200, answer))
+    assert progress.record_lines(batch.id, "runner-1", [line])
+    Batch.objects.filter(id=batch.id).update(runner="runner-2")  # taken over
+    late = runner._row(batch.id, 2, "two", "batch_req_2", LineResult(200, answer))
+    assert not progress.record_lines(batch.id, "runner-1", [late])
+
+    # Runner 2 never started lines 1 to 3: it reports them not run, but line 1 has its answer.
+    not_started = {1: "one", 2: "two", 3: "three"}
+    ended = progress.finish(batch.id, "runner-2", not_started, Batch.Status.CANCELLED)
+    assert ended is not None and ended.status == Batch.Status.CANCELLED
+    assert (ended.completed, ended.failed) == (1, 2)
+    with file_storage().open(str(ended.output_file_id)) as output:
+        answered = [json.loads(row)["custom_id"] for row in output]
+    with file_storage().open(str(ended.error_file_id)) as errors:
+        not_run = [json.loads(row)["custom_id"] for row in errors]
+    assert (answered, not_run) == (["one"], ["two", "three"])

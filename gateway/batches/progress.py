@@ -102,11 +102,17 @@ def billed_lines(batch_id: str) -> dict[int, str]:
     return billed
 
 
-def record_lines(batch_id: str, lines: list[BatchLine]) -> None:
-    """Keep finished lines (a line already kept stays as it was) and the batch's counts."""
+def record_lines(batch_id: str, runner: str, lines: list[BatchLine]) -> bool:
+    """Keep finished lines (a line already kept stays as it was) and the batch's counts;
+    False, keeping nothing, when `runner` no longer holds the batch. The holder runs those
+    lines itself (the ledger bills each request id once); kept after it began writing the
+    files, they were in neither file though billed, and their recount undid its counts."""
     with transaction.atomic():
+        if not Batch.objects.select_for_update().filter(id=batch_id, runner=runner).exists():
+            return False
         BatchLine.objects.bulk_create(lines, ignore_conflicts=True)
         _recount(batch_id)
+    return True
 
 
 def _recount(batch_id: str) -> None:
@@ -161,8 +167,13 @@ def _write_and_end(
     errors: IO[bytes],
 ) -> Batch | None:
     batch_id = batch.id
+    kept = set()
     for line in BatchLine.objects.filter(batch_id=batch_id).order_by("line_number").iterator():
+        kept.add(line.line_number)
         (output if line.succeeded else errors).write(_jsonl(_output_line(line)))
+    # A line this runner did not start may have been answered by one that lost the hold
+    # (kept before it knew): its answer is the line's, listed once, not "not run" too.
+    unrun = {number: custom_id for number, custom_id in unrun.items() if number not in kept}
     code, message = NOT_RUN.get(status, ("batch_failed", "The batch failed before this ran."))
     for number, custom_id in sorted(unrun.items()):
         errors.write(_jsonl(_unrun_line(batch_id, number, custom_id, code, message)))

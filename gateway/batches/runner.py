@@ -258,7 +258,13 @@ class BatchRunner:
         """Write finished lines; a group is dropped from memory only once it is written."""
         while self.finished:
             group = self.finished[:KEEP_AT_MOST]
-            await database_read(progress.record_lines)(self.batch.id, group)
+            if not await database_read(progress.record_lines)(self.batch.id, self.runner, group):
+                logger.warning(
+                    "batch %s: hold lost; %d finished line(s) left to its holder",
+                    self.batch.id,
+                    len(group),
+                )
+                self.status = None  # start no more lines: they are the holder's now
             self.finished = self.finished[len(group) :]  # lines finished meanwhile stay
 
 
