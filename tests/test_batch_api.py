@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from gateway.accounts import actions
 from gateway.batches.input_file import CHAT, LineRequest
-from gateway.batches.lines import line_request_id, run_line
+from gateway.batches.lines import attempt_ids, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
 from gateway.serving.admission import BatchKeyCredential
 from gateway.usage.ledger import ingest
@@ -110,7 +110,7 @@ def test_lines_billed_by_a_dead_runner_are_answered_even_when_the_batch_is_cance
 
     async def bill_without_keeping(number: int) -> None:  # what the dead runner did
         line = LineRequest(number, f"d{number - 1}", CHAT, questions[number - 1]["body"])
-        result = await run_line(line, credential, line_request_id(batch_id, number))
+        result = await run_line(line, credential, attempt_ids(line_request_id(batch_id, number)))
         assert result.status_code == 200
         await close_http_session()
 
@@ -145,6 +145,31 @@ def answering_records(batch_id: str) -> dict[int, str]:
         assert number not in found, f"line {number} billed twice: {request_id}"
         found[number] = request_id
     return found
+
+
+def test_a_line_whose_failed_attempt_is_in_the_ledger_is_rerun_under_a_new_id(stack):
+    """A dead runner's first attempt at line 1 failed (recorded, nothing billed): the next
+    runner's answer under that same id was dropped by the ledger (it keeps the first record
+    of an id), so the line was answered and never billed."""
+    batch_id = stack.submit([chat_line("one", "First question"), chat_line("two", "Second")])
+    failed_first_try = line_request_id(batch_id, 1)
+    team = Batch.objects.get(id=batch_id).team
+    UsageRecord.objects.create(
+        request_id=failed_first_try,
+        team=team,
+        model="small-model",
+        status="failed",
+        batch_id=batch_id,
+        created_at=timezone.now(),
+    )
+    stack.start_worker()
+    batch = stack.wait_for(batch_id, {"completed"})
+    answers = {line["custom_id"]: line["response"] for line in stack.read(batch.output_file_id)}
+    assert answers["one"]["request_id"] == f"{failed_first_try}_r2"
+    assert answers["two"]["request_id"] == line_request_id(batch_id, 2)
+    ingest("test")
+    billed = UsageRecord.objects.get(request_id=answers["one"]["request_id"])
+    assert billed.status == "ok" and billed.completion_tokens > 0
 
 
 def test_a_batch_past_its_window_expires_with_every_line_reported(stack):

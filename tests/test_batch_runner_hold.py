@@ -85,6 +85,7 @@ def test_lines_already_started_finish_and_are_kept_when_reading_the_next_fails(m
     kept: list[int] = []
     monkeypatch.setattr(progress, "finished_line_numbers", lambda batch_id: set())
     monkeypatch.setattr(progress, "billed_lines", lambda batch_id: {})
+    monkeypatch.setattr(progress, "recorded_attempts", lambda batch_id: {})
     monkeypatch.setattr(progress, "renew", lambda batch_id, name: Batch.Status.IN_PROGRESS)
 
     def record_lines(batch_id: str, holder: str, rows: list[BatchLine]) -> bool:

@@ -8,7 +8,9 @@ request ids it has already written.
 
 import asyncio
 import logging
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import count, islice
 from typing import Any
 
 from caching.exact import CacheDirectives
@@ -44,17 +46,32 @@ def line_request_id(batch_id: str, line_number: int) -> str:
     return f"batch_req_{batch_id.removeprefix('batch_')}_{line_number}"
 
 
+def attempt_ids(
+    request_id: str, recorded: Collection[str] = (), billed: str | None = None
+) -> list[str]:
+    """The request ids a line's ATTEMPTS go out under. The ledger keeps the first record
+    of a request id, so:
+    - a line an earlier runner billed but never kept (`billed`, its id) goes out under
+      that id every time: it is billed once, whatever its attempts now (a new id for a
+      retry billed it twice);
+    - any other line under ids the ledger has not seen (`recorded`: every id it holds for
+      the line): the line's own (`request_id`), then `_r2`, `_r3` and on. A retry under
+      the same id left the line billed as its failed first try (the chaos run found it),
+      and so did a rerun under the id of a dead runner's failed attempt."""
+    if billed is not None:
+        return [billed] * ATTEMPTS
+    candidates = (request_id if n == 1 else f"{request_id}_r{n}" for n in count(1))
+    return list(islice((c for c in candidates if c not in recorded), ATTEMPTS))
+
+
 async def run_line(
-    line: LineRequest, credential: BatchKeyCredential, request_id: str
+    line: LineRequest, credential: BatchKeyCredential, attempts: Sequence[str]
 ) -> LineResult:
-    """The line's answer; a worker-side failure (502/503) is retried twice, after a pause,
-    before it is the line's answer. Each retry has a request id of its own (the line's with
-    `_r2`, `_r3`): the ledger keeps the first record of an id, so a retry under the same id
-    left the line billed as its failed first try (the chaos run found it)."""
-    for attempt in range(1, ATTEMPTS + 1):
-        attempt_id = request_id if attempt == 1 else f"{request_id}_r{attempt}"
+    """The line's answer; a worker-side failure (502/503) is tried again under the next
+    of `attempts` (attempt_ids), after a pause, until the last one's answer is the line's."""
+    for attempt, attempt_id in enumerate(attempts, 1):
         result = replace(await _run_once(line, credential, attempt_id), request_id=attempt_id)
-        if result.status_code not in RETRYABLE_STATUSES or attempt == ATTEMPTS:
+        if result.status_code not in RETRYABLE_STATUSES or attempt == len(attempts):
             return result
         logger.info("batch line %s: %s, retrying", attempt_id, result.status_code)
         await asyncio.sleep(RETRY_PAUSE_S * attempt)

@@ -96,10 +96,31 @@ def billed_lines(batch_id: str) -> dict[int, str]:
         .values_list("request_id", flat=True)
     )
     for request_id in records:
-        number = request_id.removeprefix(prefix).split("_r")[0]
-        if request_id.startswith(prefix) and number.isdigit():
-            billed.setdefault(int(number), request_id)
+        number = _line_number(prefix, request_id)
+        if number is not None:
+            billed.setdefault(number, request_id)
     return billed
+
+
+def recorded_attempts(batch_id: str) -> dict[int, set[str]]:
+    """Line number -> every request id the ledger holds for the line (billed or not, a
+    failed attempt included): ids a new attempt must not reuse (lines.attempt_ids). Read
+    after billed_lines, which moved the usage stream into the ledger."""
+    prefix = line_request_id(batch_id, 0).removesuffix("0")
+    recorded: dict[int, set[str]] = {}
+    ids = UsageRecord.objects.filter(batch_id=batch_id).values_list("request_id", flat=True)
+    for request_id in ids:
+        number = _line_number(prefix, request_id)
+        if number is not None:
+            recorded.setdefault(number, set()).add(request_id)
+    return recorded
+
+
+def _line_number(prefix: str, request_id: str) -> int | None:
+    number = request_id.removeprefix(prefix).split("_r")[0]
+    if request_id.startswith(prefix) and number.isascii() and number.isdigit():
+        return int(number)
+    return None
 
 
 def record_lines(batch_id: str, runner: str, lines: list[BatchLine]) -> bool:

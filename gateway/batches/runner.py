@@ -37,7 +37,7 @@ from gateway.batches.input_file import (
     raw_lines,
     read_line,
 )
-from gateway.batches.lines import LineResult, line_request_id, run_line
+from gateway.batches.lines import LineResult, attempt_ids, line_request_id, run_line
 from gateway.batches.models import Batch, BatchLine
 from gateway.batches.storage import file_storage
 from gateway.serving import settlement
@@ -73,6 +73,7 @@ class BatchRunner:
         self.finished: list[BatchLine] = []
         self.unrun: dict[int, str] = {}  # line number -> custom_id of lines not started
         self.owed: dict[int, str] = {}  # billed, never kept: line number -> its request id
+        self.recorded: dict[int, set[str]] = {}  # line number -> its ids in the ledger
         self.tasks: set[asyncio.Task[None]] = set()
         self.line_ended = asyncio.Event()
 
@@ -90,6 +91,7 @@ class BatchRunner:
         try:
             done = await database_read(progress.finished_line_numbers)(self.batch.id)
             billed = await database_work_aside(progress.billed_lines)(self.batch.id)
+            self.recorded = await database_work_aside(progress.recorded_attempts)(self.batch.id)
             self.owed = {number: rid for number, rid in billed.items() if number not in done}
             if self.owed:
                 logger.info(
@@ -188,11 +190,15 @@ class BatchRunner:
         return False
 
     async def _run(self, line: LineRequest, model: str, started: float) -> None:
-        request_id = self.owed.get(line.line_number) or line_request_id(
-            self.batch.id, line.line_number
+        number = line.line_number
+        attempts = attempt_ids(
+            line_request_id(self.batch.id, number),
+            self.recorded.get(number, ()),
+            self.owed.get(number),
         )
+        request_id = attempts[0]
         try:
-            result = await run_line(line, self.credential, request_id)
+            result = await run_line(line, self.credential, attempts)
         except Exception:
             logger.exception(
                 "batch %s line %d failed unexpectedly", self.batch.id, line.line_number
