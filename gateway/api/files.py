@@ -26,6 +26,8 @@ CHUNK_BYTES = 1024 * 1024
 MOST_PER_PAGE = 1000
 STORAGE_THREADS = 4  # per process: file downloads and deletes at once
 _STORAGE_IO = ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="file-storage")
+UPLOAD_THREADS = 4  # per process: uploads checked and stored at once; the rest queue
+_UPLOADS = ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="file-upload")
 T = TypeVar("T")
 
 
@@ -48,10 +50,14 @@ def file_object(file: BatchFile) -> dict[str, Any]:
 async def files(request: HttpRequest) -> HttpResponseBase:
     key = await authorized_key(request)
     if request.method == "POST":
-        # Not in the thread every request's database reads share: reading a large file
-        # takes seconds.
-        upload = sync_to_async(_upload, thread_sensitive=False)
-        return JsonResponse(file_object(await upload(request, key.team_id)))
+        # Not in the thread every request's database reads share (reading a large file
+        # takes seconds), nor in the default executor, which the semantic cache's
+        # embeddings and admission's prompt counting use: uploads wait for one of their
+        # own few threads, so a flood of them slows only uploads.
+        kept = await asyncio.get_running_loop().run_in_executor(
+            _UPLOADS, _upload, request, key.team_id
+        )
+        return JsonResponse(file_object(kept))
     if request.method != "GET":
         return refusal(405, "Use GET or POST.", "method_not_allowed")
     rows = BatchFile.objects.filter(team_id=key.team_id)
