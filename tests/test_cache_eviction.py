@@ -197,6 +197,35 @@ def test_an_admission_purges_expired_entries_first(redis_url):
     run(redis_url, scenario)
 
 
+def test_a_question_stored_again_after_its_entry_expired_keeps_its_vector_element(redis_url):
+    """The store adds the element, then admits the entry: the admission's purge of the
+    expired old copy removed the element just added, leaving an entry no search finds."""
+    budget = Budget("semantic:team:8", 10_000)
+
+    async def scenario(client: aioredis.Redis) -> None:
+        async def store(ttl_s: int) -> Admission:
+            await vadd(client, "el-a")
+            return await admit(
+                client,
+                budget,
+                "entry-el-a",
+                value_of(1000),
+                ttl_s,
+                cost=5,
+                vector_set=VSET,
+                element="el-a",
+            )
+
+        await store(1)
+        await asyncio.sleep(1.1)  # expired, not yet purged: nothing else was admitted
+        assert (await store(60)).admitted
+        assert await similar(client) == {"el-a"}
+        stats = await usage(client, budget.namespace)
+        assert (stats.entries, stats.used_bytes) == (1, 1000)
+
+    run(redis_url, scenario)
+
+
 def test_evicting_a_semantic_entry_removes_its_vector_element(redis_url):
     budget = Budget("semantic:team:7", 2000)
 

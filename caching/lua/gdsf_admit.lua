@@ -17,7 +17,7 @@ local cost, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
 local purge_limit, evict_limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 
-purge_expired(now, purge_limit)
+purge_expired(now, purge_limit, entry)  -- this entry expired: replaced below, not purged
 local old = read_meta(entry)
 local same_element = old ~= nil and vset ~= nil and old.v == vset and old.e == element
 

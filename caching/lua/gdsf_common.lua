@@ -52,12 +52,16 @@ end
 -- Remove up to `limit` entries whose expiry has passed, oldest first; returns their keys.
 -- Bounded so that no script does work proportional to a namespace's backlog (a script
 -- blocks the whole Redis while it runs): each call removes at most `limit`, and the next
--- admission or purge() call continues where it stopped.
-local function purge_expired(now, limit)
+-- admission or purge() call continues where it stopped. `keep` (optional): an entry being
+-- admitted again, left to its admission (purging it would remove the vector element its
+-- caller has just added, as the expired entry's own).
+local function purge_expired(now, limit, keep)
   local expired = redis.call('ZRANGE', idx.expiry, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
   for _, entry in ipairs(expired) do
     local meta = read_meta(entry)
-    if meta then
+    if entry == keep then
+      -- left to the admission that replaces it
+    elseif meta then
       drop(entry, meta)
     else  -- half-indexed (should not happen): just forget it
       redis.call('ZREM', idx.expiry, entry)
