@@ -79,7 +79,12 @@ class SharedGeneration:
         finally:
             self.readers -= 1
             if self.readers == 0 and not self.done:
-                self._task.cancel()  # nobody is listening: stop the worker's request
+                # Nobody is listening: stop the worker's request. Out of the registry now,
+                # not when the task next runs: a request joining meanwhile would get the
+                # stopped generation's first chunks as a whole, successful reply.
+                if self._registry.get(self.key) is self:
+                    del self._registry[self.key]
+                self._task.cancel()
 
 
 class Coalescer:
