@@ -117,6 +117,9 @@ def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> 
         "deployment": deployment.name,
         "revision": deployment.revision,
         "context": chat.messages[:-1],
+        # Who asks (a user message's `name`): "What is my name?" from bob is not alice's
+        # question, though word for word the same (which is served without verification).
+        "asker": {k: v for k, v in chat.messages[-1].items() if k != "content"},
         "max_tokens": chat.max_tokens,
         "options": chat.options,
     }

@@ -298,3 +298,16 @@ def test_an_exact_hit_leaves_the_emptiness_check_unawaited_without_warnings(redi
     assert plan.result == Outcome.HIT_EXACT
     assert embedded == []
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_the_same_question_from_another_named_user_is_another_context():
+    """A question word for word the same is served without verification: a user message's
+    `name` must keep bob from alice's "What is my name?" answer."""
+
+    def named(name: str) -> ChatRequest:
+        asked = {"role": "user", "name": name, "content": "What is my name?"}
+        return ChatRequest("small-model", [SYSTEM, asked], 5, False, False, {"temperature": 0})
+
+    alice = semantic.context_key(TEAM, DEPLOYMENT, named("alice"))
+    assert alice != semantic.context_key(TEAM, DEPLOYMENT, named("bob"))
+    assert alice == semantic.context_key(TEAM, DEPLOYMENT, named("alice"))
