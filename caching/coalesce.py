@@ -20,6 +20,7 @@ make a shared generation cheaper.
 """
 
 import asyncio
+import copy
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
@@ -73,7 +74,7 @@ class SharedGeneration:
                     position += 1
                 if self.done:
                     if self.error is not None:
-                        raise self.error
+                        raise _own_copy(self.error)
                     return
                 await self._changed.wait()
         finally:
@@ -101,3 +102,14 @@ class Coalescer:
         shared = SharedGeneration(key, start(), self._running)
         self._running[key] = shared
         return shared, True
+
+
+def _own_copy(error: BaseException) -> BaseException:
+    """The generation's failure as one reader's own exception: each request notes its own
+    state on it (its rate-limit headers), which on one shared instance the last reader's
+    overwrote for all. The shared one when it cannot be copied."""
+    try:
+        own = copy.copy(error)
+    except Exception:
+        return error
+    return own.with_traceback(error.__traceback__)

@@ -37,3 +37,29 @@ def test_a_request_arriving_as_the_last_reader_leaves_starts_its_own_generation(
 
     assert asyncio.run(scenario()) == (True, True)
     assert started == ["first", "second"]
+
+
+def test_readers_of_a_failed_generation_each_raise_their_own_exception():
+    """Each request notes its own rate-limit state on the exception it raises: one shared
+    instance carried the last reader's headers to every reader."""
+
+    async def failing() -> AsyncGenerator[Item, None]:
+        await asyncio.sleep(0)
+        raise ConnectionError("the worker went away")
+        yield "http://worker", {}  # an async generator  # pragma: no cover
+
+    async def read_all(reading: AsyncGenerator[Item, None]) -> BaseException:
+        try:
+            async for _ in reading:
+                pass
+        except ConnectionError as exc:
+            return exc
+        raise AssertionError("no error")
+
+    async def scenario() -> list[BaseException]:
+        shared, _ = Coalescer().join("key", failing)
+        return list(await asyncio.gather(read_all(shared.read()), read_all(shared.read())))
+
+    first, second = asyncio.run(scenario())
+    assert first is not second
+    assert (str(first), str(second)) == ("the worker went away", "the worker went away")
