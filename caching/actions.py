@@ -32,6 +32,12 @@ def publish_saved_policy(row: CachePolicy) -> None:
     transaction.on_commit(lambda: policy.publish(row, team_id))
 
 
+def forget_cache_policy_of(team_id: int | None) -> None:
+    """The team (None: the global default) has no policy row any more: say so, once the
+    transaction commits."""
+    transaction.on_commit(lambda: policy.publish(None, team_id))
+
+
 def forget_cache_policy(row: CachePolicy) -> None:
     team_id = row.team_id
     transaction.on_commit(lambda: policy.publish(None, team_id))

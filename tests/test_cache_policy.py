@@ -108,6 +108,15 @@ def test_the_admin_page_is_for_staff_and_a_save_applies(team):
     assert response.status_code == 302, response.content
     assert fresh(team.pk) == 0.96
 
+    # The row moved to another team: the team it left falls back to the default at once,
+    # not when its published record expires.
+    other = actions.create_team("Other")
+    row = CachePolicy.objects.get(team=team)
+    moved = staff.post(f"/admin/caching/cachepolicy/{row.pk}/change/", {**form, "team": other.pk})
+    assert moved.status_code == 302, moved.content
+    assert fresh(other.pk) == 0.96
+    assert fresh(team.pk) == default_settings().similarity_threshold
+
 
 @pytest.mark.unit
 def test_sampled_replies_are_kept_five_minutes_and_deterministic_ones_an_hour(settings):
