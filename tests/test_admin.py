@@ -69,6 +69,20 @@ def test_the_admin_revoke_action_revokes(staff_client):
 
 
 @pytest.mark.live
+def test_the_admin_can_revoke_a_key_with_the_keys_made_with_it(staff_client):
+    team = actions.create_team("Acme")
+    leaked = actions.issue_api_key(team, scopes=("manage", "inference")).key
+    made = actions.issue_api_key(team, created_by_key=leaked.lookup_id).key
+    other = actions.issue_api_key(team).key
+    staff_client.post(
+        "/admin/accounts/apikey/",
+        {"action": "revoke_selected_and_their_keys", "_selected_action": [leaked.pk]},
+    )
+    revoked = set(ApiKey.objects.exclude(revoked_at=None).values_list("pk", flat=True))
+    assert revoked == {leaked.pk, made.pk} and other.pk not in revoked
+
+
+@pytest.mark.live
 def test_staff_who_may_only_view_keys_cannot_revoke_them():
     team = actions.create_team("Acme")
     key = actions.issue_api_key(team).key

@@ -196,6 +196,34 @@ def test_usage_reports_what_admission_counted(admin_client, team):
 
 
 @pytest.mark.live
+def test_revoking_a_leaked_manage_key_can_revoke_every_key_made_with_it(admin_client, team):
+    """A leaked manage key mints a manage key, which mints another: revoking the first with
+    `with_keys_it_made=true` revokes all three; keys made otherwise stay."""
+    leaked = actions.issue_api_key(team, scopes=("manage", "inference"))
+    bystander = actions.issue_api_key(team)
+    minted = []
+    minter = leaked.plaintext
+    for name in ("child", "grandchild"):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {minter}")
+        body = {"name": name, "scopes": ["manage", "inference"]}
+        made = client.post(f"/api/v1/teams/{team.slug}/keys/", body, format="json")
+        assert made.status_code == 201, made.json()
+        minter = made.json()["key"]
+        minted.append(made.json())
+    url = f"/api/v1/teams/acme/keys/{leaked.key.lookup_id}/revoke/"
+    assert admin_client.post(f"{url}?with_keys_it_made=maybe").status_code == 400
+    response = admin_client.post(f"{url}?with_keys_it_made=true")
+    assert response.status_code == 200
+    assert sorted(response.json()["also_revoked"]) == sorted(m["lookup_id"] for m in minted)
+    key_records.clear_local()
+    for plaintext in (leaked.plaintext, *(m["key"] for m in minted)):
+        with pytest.raises(AuthenticationFailed, match="revoked"):
+            authenticate(plaintext, "inference")
+    assert authenticate(bystander.plaintext, "inference").team_id == team.pk
+
+
+@pytest.mark.live
 def test_a_manage_key_cannot_mint_a_key_broader_than_itself(team):
     """A narrow, short-lived manage key must not turn into a permanent, broad one."""
     creator = actions.issue_api_key(

@@ -170,7 +170,7 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "expires_at",
         *readonly_fields,
     ]
-    actions = ["revoke_selected"]
+    actions = ["revoke_selected", "revoke_selected_and_their_keys"]
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
@@ -200,3 +200,17 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for key in queryset:
             actions.revoke_api_key(key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+    @admin.action(
+        description="Revoke selected API keys and every key made with them",
+        permissions=["change"],
+    )
+    def revoke_selected_and_their_keys(
+        self, request: HttpRequest, queryset: QuerySet[ApiKey]
+    ) -> None:
+        """A leaked manage key: the keys minted with it through the management API (and
+        theirs) are revoked with it."""
+        revoked = {
+            k.lookup_id for key in queryset for k in actions.revoke_api_key_and_its_keys(key)
+        }
+        self.message_user(request, f"Revoked {len(revoked)} key(s).")

@@ -116,7 +116,15 @@ class ApiKeyRevokeView(APIView):
     def post(self, request: Request, slug: str, lookup_id: str) -> Response:
         team = team_for_admin(request, slug, CHANGE_KEY)
         key = get_object_or_404(ApiKey, team=team, lookup_id=lookup_id)
-        return Response(ApiKeySerializer(actions.revoke_api_key(key)).data)
+        cascade = request.query_params.get("with_keys_it_made", "")
+        if cascade not in ("", "true", "false"):
+            raise exceptions.ValidationError({"with_keys_it_made": "Must be true or false."})
+        if cascade != "true":
+            return Response(ApiKeySerializer(actions.revoke_api_key(key)).data)
+        revoked = actions.revoke_api_key_and_its_keys(key)
+        body = ApiKeySerializer(revoked[0]).data
+        body["also_revoked"] = [k.lookup_id for k in revoked[1:]]
+        return Response(body)
 
 
 def _quota_body(team: Team) -> dict[str, Any]:
