@@ -56,10 +56,7 @@ class BodySizeLimit:
         self.larger = larger or {}
         self.may_send_larger = may_send_larger
 
-    async def limit_for(self, scope: Scope) -> int:
-        larger = self.larger.get(scope.get("path", ""))
-        if larger is None or scope.get("method") != "POST":
-            return self.limit
+    async def _larger_if_allowed(self, scope: Scope, larger: int) -> int:
         if self.may_send_larger is not None and not await self.may_send_larger(scope):
             return self.limit
         return larger
@@ -67,7 +64,10 @@ class BodySizeLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = await self.limit_for(scope)
+        limit = self.limit  # every request but an upload's: no await on the hot path
+        larger = self.larger.get(scope.get("path", ""))
+        if larger is not None and scope.get("method") == "POST":
+            limit = await self._larger_if_allowed(scope, larger)
         declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
         if declared.isascii() and declared.isdigit() and int(declared) > limit:
             return await self._refuse(send, receive, limit)
