@@ -115,6 +115,9 @@ class Scraper:
                 reading = parse_metrics(text)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # anything a worker's answer can provoke: its own failure
+            logger.warning("worker %s: its answer could not be read", worker.url, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
         if reading is not None:
             track.sleeping = await self._sleeping(session, worker, text, track.sleeping)
         await self._update_health(worker, track, ok=reading is not None, error=error)

@@ -2,6 +2,7 @@
 and the same figures under SGLang's (`--enable-metrics`) and TGI's names, so an
 OpenAI-compatible server of those kinds is routed on its load too."""
 
+import math
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -34,11 +35,19 @@ class MetricsReading:
 
 
 def parse_metrics(text: str) -> MetricsReading:
-    """Sum over label sets (one worker may report several engines or model names)."""
+    """Sum over label sets (one worker may report several engines or model names).
+
+    A worker's /metrics is its own words: a value that is not a finite number of zero or
+    more (NaN, Inf, negative) counts as nothing, and a bucket without a readable `le` is
+    skipped. One NaN gauge made the routing policies' maximum fail (every request to the
+    deployment a 500) and the autoscaler's arithmetic raise; a bucket without `le` failed
+    the whole scrape, and with it every worker's snapshot."""
     reading = MetricsReading()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, value = sample.name, sample.value
+            if not (math.isfinite(value) and value >= 0):
+                value = 0.0
             if name in RUNNING:
                 reading.running += value
                 reading.reports_load = True
@@ -52,9 +61,19 @@ def parse_metrics(text: str) -> MetricsReading:
             elif name == f"{PREFIX_HITS}_total":
                 reading.prefix_hits += value
             elif name in TTFT_BUCKETS:
-                bound = float(sample.labels["le"])
-                reading.ttft_buckets[bound] = reading.ttft_buckets.get(bound, 0.0) + value
+                bound = _bucket_bound(sample.labels.get("le"))
+                if bound is not None:
+                    reading.ttft_buckets[bound] = reading.ttft_buckets.get(bound, 0.0) + value
     return reading
+
+
+def _bucket_bound(le: str | None) -> float | None:
+    """A bucket's upper bound (+Inf included); None for one missing or not a number."""
+    try:
+        bound = float(le) if le is not None else math.nan
+    except ValueError:
+        return None
+    return None if math.isnan(bound) or bound < 0 else bound
 
 
 def histogram_quantile(buckets: dict[float, float], quantile: float) -> float | None:

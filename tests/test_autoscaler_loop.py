@@ -424,3 +424,22 @@ def test_admin_edits_policies_and_shows_decisions_read_only(deployment):
     )
     assert staff.get("/admin/scaling/scalingdecision/").status_code == 200
     assert staff.get("/admin/scaling/scalingdecision/add/").status_code == 403
+
+
+@pytest.mark.live
+def test_one_deployment_failing_its_tick_does_not_hold_the_others(deployment):
+    """An actuator (or a worker's figures) raising for one deployment skipped every
+    deployment after it in the tick, until it stopped failing."""
+    broken = fleet.ensure_deployment("broken", max_in_flight_per_worker=10)
+    AutoscalePolicy.objects.create(deployment=broken, mode="reactive", min_replicas=1)
+
+    class FailsForOne(FakeActuator):
+        def reconcile(self, deployment):
+            if deployment.name == "broken":
+                raise RuntimeError("the cluster API answered something unreadable")
+
+    loop = AutoscaleLoop(FailsForOne(), sync_redis())
+    now = time.time()
+    publish(live(deployment), running=0, now=now)
+    rows = loop.tick(now) or []
+    assert [row.deployment.name for row in rows] == ["chat"]

@@ -17,6 +17,7 @@ import uuid
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 
 from foundation.redis_clients import REDIS_FAILURES
 from inference import fleet
@@ -98,7 +99,13 @@ class AutoscaleLoop:
         status.beat(self.client, self.tick_s, self.actuator.name, len(policies))
         out = []
         for policy in policies:
-            row = self.tick_deployment(policy, views, now)
+            try:
+                row = self.tick_deployment(policy, views, now)
+            except DatabaseError:
+                raise  # the next tick, whole, once the database answers
+            except Exception:  # one deployment's failure must not hold the others
+                logger.exception("autoscaler: %s skipped this tick", policy.deployment.name)
+                continue
             if row is not None:
                 out.append(row)
         status.count_tick(self.client)
