@@ -20,7 +20,6 @@ make a shared generation cheaper.
 """
 
 import asyncio
-import copy
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
@@ -108,8 +107,11 @@ def _own_copy(error: BaseException) -> BaseException:
     """The generation's failure as one reader's own exception: each request notes its own
     state on it (its rate-limit headers), which on one shared instance the last reader's
     overwrote for all. The shared one when it cannot be copied."""
-    try:
-        own = copy.copy(error)
+    try:  # not copy.copy: it calls the class with the exception's args, which an
+        # exception whose __init__ takes other arguments (UpstreamError) refuses
+        own = type(error).__new__(type(error), *error.args)
+        own.__dict__.update(error.__dict__)
     except Exception:
         return error
+    own.__cause__, own.__context__ = error.__cause__, error.__context__
     return own.with_traceback(error.__traceback__)

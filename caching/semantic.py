@@ -117,12 +117,15 @@ def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> 
         "deployment": deployment.name,
         "revision": deployment.revision,
         "context": chat.messages[:-1],
-        # Who asks (a user message's `name`): "What is my name?" from bob is not alice's
-        # question, though word for word the same (which is served without verification).
-        "asker": {k: v for k, v in chat.messages[-1].items() if k != "content"},
         "max_tokens": chat.max_tokens,
         "options": chat.options,
     }
+    # Who asks (a user message's `name`): "What is my name?" from bob is not alice's
+    # question, though word for word the same (which is served without verification). Only
+    # when there is more than role and content: every other context keeps its key.
+    asker = {k: v for k, v in chat.messages[-1].items() if k not in ("role", "content")}
+    if asker:
+        material["asker"] = asker
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -37,7 +37,9 @@ urlpatterns = [
     path("admin/login/", throttled(admin.site.login)),
     path(
         "admin/password_change/",
-        throttled(admin.site.admin_view(admin.site.password_change), signed_in),
+        # The admin's check first: a non-staff session is sent to the admin's login by it,
+        # and that redirect must not reach the throttle, which reads it as a success.
+        admin.site.admin_view(throttled(admin.site.password_change, signed_in)),
     ),
     path("admin/", admin.site.urls),
     path("dashboard/", include("gateway.dashboard.urls")),

@@ -231,3 +231,27 @@ def test_lines_of_a_runner_that_lost_the_hold_are_left_to_its_holder_and_listed_
     with file_storage().open(str(ended.error_file_id)) as errors:
         not_run = [json.loads(row)["custom_id"] for row in errors]
     assert (answered, not_run) == (["one"], ["two", "three"])
+
+
+def test_lines_that_cannot_be_kept_do_not_stop_the_renewals_that_say_the_hold_is_lost(
+    monkeypatch,
+):
+    """A group of lines the database keeps refusing: the renewals go on, so the runner
+    learns the batch was handed to another runner (and stops) instead of pausing for ever."""
+
+    def record_lines(batch_id: str, holder: str, rows: list[BatchLine]) -> bool:
+        raise ValueError("a row no database keeps")
+
+    monkeypatch.setattr(progress, "record_lines", record_lines)
+    monkeypatch.setattr(progress, "renew", lambda batch_id, name: None)  # the hold was lost
+    monkeypatch.setattr(runner, "KEEP_EVERY_S", 0.01)
+    running = runner.BatchRunner(_batch(), "runner-1")
+    running.finished = [BatchLine(line_number=1)]
+
+    async def scenario() -> None:
+        keeper = asyncio.ensure_future(running._keep_and_renew())
+        await asyncio.sleep(1.2)  # past RENEW_EVERY_S
+        keeper.cancel()
+
+    asyncio.run(scenario())
+    assert running.status is None  # the runner knows: it starts nothing more

@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator
 import pytest
 
 from caching.coalesce import Coalescer, Item
+from inference.client import UpstreamError
 
 pytestmark = pytest.mark.unit
 
@@ -45,21 +46,23 @@ def test_readers_of_a_failed_generation_each_raise_their_own_exception():
 
     async def failing() -> AsyncGenerator[Item, None]:
         await asyncio.sleep(0)
-        raise ConnectionError("the worker went away")
+        raise UpstreamError("the worker went away", "http://worker", before_first_token=True)
         yield "http://worker", {}  # an async generator  # pragma: no cover
 
-    async def read_all(reading: AsyncGenerator[Item, None]) -> BaseException:
+    async def read_all(reading: AsyncGenerator[Item, None]) -> UpstreamError:
         try:
             async for _ in reading:
                 pass
-        except ConnectionError as exc:
+        except UpstreamError as exc:
             return exc
         raise AssertionError("no error")
 
-    async def scenario() -> list[BaseException]:
+    async def scenario() -> list[UpstreamError]:
         shared, _ = Coalescer().join("key", failing)
         return list(await asyncio.gather(read_all(shared.read()), read_all(shared.read())))
 
     first, second = asyncio.run(scenario())
-    assert first is not second
-    assert (str(first), str(second)) == ("the worker went away", "the worker went away")
+    assert first is not second  # UpstreamError's own __init__ did not stop the copy
+    for error in (first, second):
+        assert str(error) == "the worker went away"
+        assert (error.worker_url, error.before_first_token) == ("http://worker", True)

@@ -119,6 +119,20 @@ def test_a_session_guessing_its_owners_password_on_a_change_page_is_locked_out(s
     assert sign_in("root", PASSWORD).status_code == 429  # one count for the account
 
 
+def test_a_non_staff_session_cannot_clear_its_count_through_the_admins_change_page(settings):
+    """The admin's page sends a non-staff session to the admin login (a redirect); reaching
+    the throttle, that redirect read as a success and cleared the account's failures."""
+    settings.LOGIN_FAILURES_PER_USERNAME = 2
+    owner = get_user_model().objects.create_user("ann", password=PASSWORD)
+    session = Client()
+    session.force_login(owner)
+    form = {"old_password": "guess", "new_password1": "n3w-pa55w!", "new_password2": "n3w-pa55w!"}
+    guessed = session.post("/accounts/password_change/", form, REMOTE_ADDR=ATTACKER)
+    via_admin = session.post("/admin/password_change/", form, REMOTE_ADDR=ATTACKER)
+    locked = session.post("/accounts/password_change/", form, REMOTE_ADDR=ATTACKER)
+    assert (guessed.status_code, via_admin.status_code, locked.status_code) == (200, 302, 429)
+
+
 def test_there_is_no_password_reset_page_for_a_platform_that_sends_no_mail():
     assert Client().get("/accounts/password_reset/").status_code == 404
 

@@ -5,6 +5,7 @@ import asyncio
 from collections.abc import AsyncGenerator, MutableMapping
 from typing import Any
 
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
@@ -64,7 +65,9 @@ def finish(
     return response
 
 
-_NOT_A_KEY: tuple[type[BaseException], ...] = (*DOMAIN_ERRORS, *REDIS_FAILURES)
+# A key that cannot be checked now (Redis or the database away) is not one: the view
+# answers the request, with a body no larger than any other request's.
+_NOT_A_KEY: tuple[type[BaseException], ...] = (*DOMAIN_ERRORS, *REDIS_FAILURES, DatabaseError)
 
 
 async def holds_an_inference_key(scope: MutableMapping[str, Any]) -> bool:

@@ -153,11 +153,18 @@ def _recount(batch_id: str) -> None:
     )
 
 
-def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) -> Batch | None:
+def finish(
+    batch_id: str,
+    runner: str,
+    unrun: dict[int, str],
+    status: Status,
+    errors: dict[str, Any] | None = None,
+) -> Batch | None:
     """Write the output and error files and end the batch as `status` (completed, expired,
     cancelled, or failed when its input is gone). `unrun`: line number -> custom_id of
     lines that never ran, written to the error file with why. None if the hold was lost
-    meanwhile (another runner finishes it)."""
+    meanwhile (another runner finishes it). `errors`: why a failed batch failed, saved
+    with its status."""
     # A cancelled batch stays "cancelling" while its files are written (as OpenAI's do), so
     # a runner that dies now leaves it to be cancelled, not run on, by the next.
     held = Batch.objects.filter(id=batch_id, runner=runner)
@@ -171,8 +178,8 @@ def finish(batch_id: str, runner: str, unrun: dict[int, str], status: Status) ->
         return None
     batch = Batch.objects.get(id=batch_id)
     # On disk past OUTPUT_IN_MEMORY_BYTES: a batch's answers can be gigabytes.
-    with _spooled() as output, _spooled() as errors:
-        return _write_and_end(batch, runner, unrun, status, output, errors)
+    with _spooled() as output, _spooled() as error_file:
+        return _write_and_end(batch, runner, unrun, status, output, error_file, errors)
 
 
 def _spooled() -> "tempfile.SpooledTemporaryFile[bytes]":
@@ -186,6 +193,7 @@ def _write_and_end(
     status: Status,
     output: IO[bytes],
     errors: IO[bytes],
+    why: dict[str, Any] | None,
 ) -> Batch | None:
     batch_id = batch.id
     kept = set()
@@ -216,6 +224,8 @@ def _write_and_end(
             batch.status = status
             setattr(batch, f"{status}_at", timezone.now())
             batch.failed += len(unrun)
+            if why is not None:
+                batch.errors = why
             batch.runner, batch.heartbeat_at = "", None
             batch.save()
     except BaseException as exc:
@@ -247,9 +257,8 @@ def fail(batch_id: str, runner: str, code: str, message: str) -> None:
     output and error files as at any other end, not lost with the input."""
     errors = {"object": "list", "data": [{"code": code, "message": message, "param": None}]}
     if BatchLine.objects.filter(batch_id=batch_id).exists():
-        if finish(batch_id, runner, {}, Status.FAILED) is None:
+        if finish(batch_id, runner, {}, Status.FAILED, errors) is None:
             return  # the hold was lost: whoever holds it now ends it
-        Batch.objects.filter(id=batch_id).update(errors=errors)
     else:
         Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE).update(
             status=Status.FAILED,

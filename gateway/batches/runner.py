@@ -230,35 +230,47 @@ class BatchRunner:
         )
 
     async def _keep_and_renew(self) -> None:
-        """Keep finished lines and renew the hold, through database errors: a keeper that
-        died on one (a failover) would leave the runner starting lines on a hold nobody
-        renews, which the sweep then hands to a second runner running the same lines."""
+        """Keep finished lines and renew the hold, each through any error of its own: a
+        keeper that died on one (a failover) left the runner starting lines on a hold
+        nobody renewed, which the sweep then handed to a second runner running the same
+        lines; and lines that cannot be kept must not stop the renewals, which alone tell
+        the runner whether the batch is still its own."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(KEEP_EVERY_S)
             try:
                 await self._keep()
-                if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping or self.paused:
+            except Exception as exc:  # a database error, or a bug: the keeper lives on
+                self._said("keeping finished lines", exc)
+            if time.monotonic() - renewed >= RENEW_EVERY_S or self.stopping or self.paused:
+                try:
                     self.status = await database_read(progress.renew)(self.batch.id, self.runner)
+                except Exception as exc:
+                    self._said("renewing the hold", exc)
+                else:
                     renewed = time.monotonic()
                     if self.paused:
                         logger.info("batch %s: hold renewed, lines start again", self.batch.id)
                     self.paused = False
-            except Exception as exc:  # a database error, or a bug: the keeper must live on
-                unrenewed_s = time.monotonic() - renewed
-                logger.warning(
-                    "batch %s: error keeping lines or renewing the hold (%.0f s since the "
-                    "last renewal): %s",
+            unrenewed_s = time.monotonic() - renewed
+            if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2 and not self.paused:
+                # Another runner may be given the batch soon: start no more lines until a
+                # renewal says whether the hold is still ours.
+                logger.error(
+                    "batch %s: hold not renewed for %.0f s, no new lines",
                     self.batch.id,
                     unrenewed_s,
-                    exc,
-                    exc_info=not isinstance(exc, DatabaseError),
                 )
-                if unrenewed_s > settings.BATCH_RUNNER_STALE_S / 2 and not self.paused:
-                    # Another runner may be given the batch soon: start no more lines
-                    # until a renewal says whether the hold is still ours.
-                    logger.error("batch %s: hold not renewed, no new lines", self.batch.id)
-                    self.paused = True
+                self.paused = True
+
+    def _said(self, doing: str, exc: Exception) -> None:
+        logger.warning(
+            "batch %s: error %s: %s",
+            self.batch.id,
+            doing,
+            exc,
+            exc_info=not isinstance(exc, DatabaseError),
+        )
 
     async def _keep(self) -> None:
         """Write finished lines; a group is dropped from memory only once it is written."""
@@ -317,13 +329,16 @@ async def run_batch(batch_id: str, runner: str) -> None:
     # (gateway/batches/object_storage.py), which must not stall the loop's other tasks.
     with ExitStack() as opened:
         opening = file_storage().open(batch.input_file_id)
-        renewing = asyncio.create_task(_renew_hold(batch_id, runner))  # a large download
+        renewing: asyncio.Task[bool] = asyncio.create_task(_renew_hold(batch_id, runner))
         try:
             content: IO[bytes] | None = await asyncio.to_thread(opened.enter_context, opening)
         except (FileNotFoundError, ValueError):
             content = None
         finally:
             renewing.cancel()  # before fail: its hold for writing files must not be undone
+        if renewing.done() and not renewing.cancelled() and renewing.result() is False:
+            logger.warning("batch %s: hold lost while its input was opened", batch_id)
+            return  # whoever holds it now runs it
         if content is None:
             message = "The input file was deleted."
             await database_read(progress.fail)(batch_id, runner, "missing_file", message)
@@ -337,12 +352,14 @@ async def run_batch(batch_id: str, runner: str) -> None:
             await close_http_session()  # its connections belong to this event loop
 
 
-async def _renew_hold(batch_id: str, runner: str) -> None:
+async def _renew_hold(batch_id: str, runner: str) -> bool:
     """Renew the hold until cancelled (while the input file is opened: object storage
-    downloads it whole, which can outlast BATCH_RUNNER_STALE_S); errors are logged."""
+    downloads it whole, which can outlast BATCH_RUNNER_STALE_S), or until a renewal finds
+    it lost (returns False); errors are logged."""
     while True:
         await asyncio.sleep(RENEW_EVERY_S)
         try:
-            await database_read(progress.renew)(batch_id, runner)
-        except DatabaseError as exc:
+            if await database_read(progress.renew)(batch_id, runner) is None:
+                return False
+        except Exception as exc:
             logger.warning("batch %s: hold not renewed while opening its input: %s", batch_id, exc)
