@@ -94,7 +94,10 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
     data line and a blank one), the largest share of a streamed chunk's gateway CPU. orjson
     parses the data (several times faster than json; NaN is refused, as vLLM never sends)."""
     content = response.content
-    idle = settings.UPSTREAM_IDLE_TIMEOUT_S
+    # The first read waits as long as _open's first-token timeout lets it (a long prefill,
+    # or a queue on the worker, can outlast the idle timeout); the idle timeout is for the
+    # gaps after it.
+    idle: float | None = None
     pending = b""
     while True:
         try:
@@ -104,6 +107,7 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
         if not data:
             raise UpstreamError("worker closed the stream before [DONE]", url, False)
+        idle = settings.UPSTREAM_IDLE_TIMEOUT_S
         lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
         pending = lines.pop()  # the part after the last newline: an unfinished line
         if len(pending) > MAX_EVENT_BYTES:
@@ -144,7 +148,11 @@ async def _open(
         if response is not None:
             response.close()
         if isinstance(exc, UpstreamError):
-            raise
+            if exc.before_first_token:
+                raise
+            # The stream's own failure (closed, too large), before its first chunk: nothing
+            # reached the client, so another worker may still answer.
+            raise UpstreamError(str(exc), url, True, status=exc.status) from exc
         if isinstance(exc, TimeoutError):
             raise UpstreamError("no first token in time", url, True) from None
         if isinstance(exc, aiohttp.ClientError | StopAsyncIteration | ValueError):

@@ -84,6 +84,9 @@ class Scraper:
 
     async def scrape_once(self, session: aiohttp.ClientSession) -> list[WorkerView]:
         workers = await sync_to_async(self.live_workers)()
+        live = {w.pk for w in workers}
+        for gone in [pk for pk in self.tracks if pk not in live]:  # pods come and go
+            del self.tracks[gone]
         views = await asyncio.gather(*(self._scrape(session, w) for w in workers))
         await self._publish(views)
         return views

@@ -443,3 +443,52 @@ def test_one_deployment_failing_its_tick_does_not_hold_the_others(deployment):
     publish(live(deployment), running=0, now=now)
     rows = loop.tick(now) or []
     assert [row.deployment.name for row in rows] == ["chat"]
+
+
+@pytest.mark.live
+def test_a_replica_asked_for_and_not_yet_registered_is_not_asked_for_again(deployment):
+    """A pod waiting minutes for a GPU node has no worker yet: counted as starting, not
+    started again at every tick (before, 15 s ticks went far past max_replicas)."""
+    AutoscalePolicy.objects.filter(deployment=deployment).update(min_replicas=3, warm_pool=0)
+
+    class PodsPending(FakeActuator):
+        coming = 1
+
+        def replicas_on_their_way(self, deployment):
+            return self.coming
+
+    actuator = PodsPending()
+    loop = AutoscaleLoop(actuator, sync_redis())
+    now = time.time()
+    for k in range(3):  # 2 ready + 1 on its way = min_replicas: nothing to start
+        publish(live(deployment), running=1, now=now + 15 * k)
+        loop.tick(now + 15 * k)
+    assert actuator.started == []
+    actuator.coming = 0  # the pod was lost: the bound asks for it again
+    publish(live(deployment), running=1, now=now + 45)
+    loop.tick(now + 45)
+    assert len(actuator.started) == 1
+
+
+@pytest.mark.unit
+def test_the_kubernetes_actuator_counts_pods_without_an_address_as_on_their_way():
+    from kubernetes import client
+
+    from scaling.autoscale.actuators.kubernetes import KubernetesActuator
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), FakeKubernetes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    running = {"podIP": "10.1.2.3", "conditions": [{"type": "Ready", "status": "True"}]}
+    FakeKubernetes.calls, FakeKubernetes.replicas = [], 3
+    FakeKubernetes.pods = [
+        {"metadata": {"name": "vllm-chat-a", "labels": {}}, "status": running},
+        {"metadata": {"name": "vllm-chat-b", "labels": {}}, "status": {"phase": "Pending"}},
+    ]
+    try:
+        config = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+        actuator = KubernetesActuator(namespace="sluice", api_client=client.ApiClient(config))
+        deployment = fleet.ensure_deployment("chat")
+        # 3 asked for: one pod has an address, one is Pending, one is not made yet.
+        assert actuator.replicas_on_their_way(deployment) == 2
+    finally:
+        server.shutdown()

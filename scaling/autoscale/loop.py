@@ -30,7 +30,7 @@ from scaling.autoscale.decide import decide
 from scaling.autoscale.forecast import Forecaster
 from scaling.autoscale.history import History, sample_from_views
 from scaling.autoscale.record import last_actions, policy_spec, record
-from scaling.autoscale.types import READY, WARM, Decision, FleetState, WorkerState
+from scaling.autoscale.types import READY, STARTING, WARM, Decision, FleetState, WorkerState
 from scaling.models import AutoscalePolicy, ScalingDecision
 from scaling.routing.queue_depth import read_depths
 
@@ -148,7 +148,7 @@ class AutoscaleLoop:
             horizon = spec.startup_time_s + self.tick_s
             buckets = self.history.buckets(deployment.name, now, horizon)
             forecast = self.forecaster.forecast(samples, buckets, now, horizon)
-        state = fleet_state(workers, mine)
+        state = with_replicas_on_their_way(fleet_state(workers, mine), self._coming(deployment))
         decision = decide(spec, samples, state, now, last_actions(deployment), forecast)
         if decision.changes_fleet and not self.lock.held():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
@@ -159,6 +159,13 @@ class AutoscaleLoop:
             decision, error = self.actuate(deployment, decision, by_id, state)
         actuated = decision.changes_fleet and not error
         return decision, record(deployment, decision, now, actuated=actuated, error=error)
+
+    def _coming(self, deployment: ModelDeployment) -> int:
+        try:
+            return self.actuator.replicas_on_their_way(deployment)
+        except ActuatorError as exc:  # counted as none: a start may then be asked again
+            logger.warning("could not count %s's replicas on their way: %s", deployment.name, exc)
+            return 0
 
     def gateway_queue(self, deployment: str) -> int:
         """Requests waiting in the gateways' dispatch queues for this deployment (0 when
@@ -230,6 +237,16 @@ def fleet_state(workers: list[Worker], views: dict[int, WorkerView]) -> FleetSta
             )
         )
     return FleetState(workers=tuple(states))
+
+
+def with_replicas_on_their_way(state: FleetState, coming: int) -> FleetState:
+    """The fleet with `coming` replicas that have no worker yet, as starting ones: capacity
+    on its way (decide() never drains or stops a starting replica). Without them, a pod
+    waiting minutes for a GPU node was asked for again at every tick, past max_replicas."""
+    placeholders = tuple(
+        WorkerState(id=-(n + 1), state=STARTING, healthy=False) for n in range(coming)
+    )
+    return FleetState(workers=state.workers + placeholders)
 
 
 def _fresh(view: WorkerView | None, now: float) -> bool:

@@ -54,6 +54,12 @@ class Actuator(ABC):
     def reconcile(self, deployment: ModelDeployment) -> None:
         """Bring the worker table in line with reality (exited processes, new pods)."""
 
+    def replicas_on_their_way(self, deployment: ModelDeployment) -> int:
+        """Replicas asked for whose worker has not registered yet (a pod waiting for a GPU
+        node to be provisioned): capacity coming, which the loop counts as starting so it
+        does not ask for it again every tick. 0 where a start registers its worker at once."""
+        return 0
+
     def sleep_replica(self, worker: Worker) -> None:
         """Put a replica out of traffic into vLLM's sleep mode (level 1): its GPU memory is
         freed, the process stays. Over HTTP at the worker's URL, as the scraper reaches it;

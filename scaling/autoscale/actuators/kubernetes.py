@@ -103,6 +103,17 @@ class KubernetesActuator(Actuator):
             for pod in self._pods(deployment)
         ]
 
+    def replicas_on_their_way(self, deployment: ModelDeployment) -> int:
+        """The scale asked for, less the pods that have an address (reconcile registers
+        those): a Pending pod has none, and a pod the ReplicaSet has not made yet is not
+        listed at all. On-demand pods only: a spot pool's pending pods are not counted."""
+        registered = sum(
+            1
+            for pod in self._pods(deployment)
+            if self._url(pod) and pod.metadata.deletion_timestamp is None
+        )
+        return max(self.replicas(self.k8s_name(deployment)) - registered, 0)
+
     def reconcile(self, deployment: ModelDeployment) -> None:
         seen = set()
         for pod in self._pods(deployment):
