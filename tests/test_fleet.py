@@ -16,6 +16,7 @@ from inference.client import UpstreamError, close_http_session
 from inference.models import Worker
 from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
+from scaling.routing.cold_start import ColdStartDeployments
 from scaling.routing.dispatcher import Dispatcher, NoHealthyWorker, Priority, QueueTimeout
 from scaling.routing.streaming import stream_completion
 from tests.sims import SimProcess
@@ -292,3 +293,32 @@ def test_a_snapshot_gone_stale_is_no_cold_start():
     stale = dataclasses.replace(stale, scraped_at=time.time() - 3600)
     fleet = StaticFleet([fresh, stale])
     assert not fleet.stale("sim") and fleet.stale("other") and not fleet.stale("unknown")
+
+
+@pytest.mark.unit
+def test_a_request_held_for_a_replica_is_not_failed_by_a_later_one_that_is_no_cold_start():
+    """A request held for a scale-from-zero replica; then a request arrives while the
+    snapshot is stale (no cold start: it may fail at once). It failed the held one too."""
+
+    class ScalesFromZero(ColdStartDeployments):
+        async def waits_for_replica(self, deployment: str) -> bool:
+            return True
+
+    fleet = StaticFleet([])
+    dispatcher = Dispatcher(fleet=fleet)
+    dispatcher.cold_start = ScalesFromZero()
+
+    async def scenario() -> bool:
+        held = asyncio.ensure_future(dispatcher.acquire("sim", timeout_s=10))
+        await asyncio.sleep(0.1)
+        fleet._workers = [dataclasses.replace(view("http://w1"), scraped_at=time.time() - 3600)]
+        later = asyncio.ensure_future(dispatcher.acquire("sim", timeout_s=10))
+        await asyncio.sleep(0.2)
+        still_held = not held.done()
+        fleet._workers = [view("http://w1")]  # the replica is up
+        lease = await asyncio.wait_for(held, 5)
+        dispatcher.release(lease)
+        dispatcher.release(await asyncio.wait_for(later, 5))
+        return still_held
+
+    assert asyncio.run(scenario())

@@ -229,7 +229,12 @@ class Dispatcher:
         # failed read) must leave no waiter behind for a release to grant a slot to.
         routable = await self.fleet.routable(deployment)
         cold = not routable and await self._waits_for_replica(deployment)
-        queue.waits_for_replica = cold  # with a worker routable, nothing to hold for
+        # With a worker routable, nothing to hold for. Without one, requests already held
+        # for a replica keep the queue waiting, whatever this request found (a snapshot gone
+        # stale makes it no cold start, and it failed every request queued with it).
+        queue.waits_for_replica = not routable and (
+            cold or (queue.waits_for_replica and len(queue) > 0)
+        )
         if cold and on_hold is not None:
             on_hold(deployment)
         waiter = _Waiter(loop.create_future(), exclude, route, priority, tenant)
