@@ -202,6 +202,9 @@ API_KEY_LAST_USED_INTERVAL_S = env_int("API_KEY_LAST_USED_INTERVAL_S", 60, minim
 # (DefaultQuotaPolicy, docs/accounts.md). These seed it once, on first use; from then on it
 # is edited in the admin ("Default quota policy"; leave a field empty for no limit), and an
 # edit reaches every gateway process within AUTH_PROCESS_CACHE_TTL_S.
+# Live (not revoked, not expired) API keys a team may hold: a leaked manage key cannot
+# mint them without bound, and a team's key list stays one answer long.
+MAX_KEYS_PER_TEAM = env_int("MAX_KEYS_PER_TEAM", 1000, minimum=1)
 DEFAULT_REQUESTS_PER_MINUTE = env_int("DEFAULT_REQUESTS_PER_MINUTE", 60, minimum=1)
 DEFAULT_TOKENS_PER_MINUTE = env_int("DEFAULT_TOKENS_PER_MINUTE", 100_000, minimum=1)
 DEFAULT_TOKENS_PER_MONTH = env_int("DEFAULT_TOKENS_PER_MONTH", 10_000_000, minimum=1)

@@ -224,6 +224,20 @@ def test_revoking_a_leaked_manage_key_can_revoke_every_key_made_with_it(admin_cl
 
 
 @pytest.mark.live
+def test_a_team_holds_at_most_max_keys_per_team_live_keys(admin_client, team, settings):
+    """A leaked manage key must not mint keys without bound; a revoked key frees its place."""
+    settings.MAX_KEYS_PER_TEAM = 2
+    first = actions.issue_api_key(team)
+    actions.issue_api_key(team)
+    refused = admin_client.post("/api/v1/teams/acme/keys/", {"name": "third"}, format="json")
+    assert refused.status_code == 400 and "revoke unused ones" in str(refused.json()["team"])
+    assert ApiKey.objects.filter(team=team).count() == 2
+    actions.revoke_api_key(first.key)
+    made = admin_client.post("/api/v1/teams/acme/keys/", {"name": "third"}, format="json")
+    assert made.status_code == 201, made.json()
+
+
+@pytest.mark.live
 def test_a_manage_key_cannot_mint_a_key_broader_than_itself(team):
     """A narrow, short-lived manage key must not turn into a permanent, broad one."""
     creator = actions.issue_api_key(

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -108,6 +109,7 @@ def remove_member(team: Team, user: AbstractBaseUser) -> None:
     logger.info("removed user %s from team %s", user.pk, team.name)
 
 
+@transaction.atomic
 def issue_api_key(
     team: Team,
     name: str = "",
@@ -128,6 +130,7 @@ def issue_api_key(
     valid_scopes = set(ApiKey.Scope.values)
     if not scopes or not set(scopes) <= valid_scopes:
         raise ValidationError({"scopes": f"Scopes must be a non-empty subset of {valid_scopes}."})
+    _check_live_keys(team)
     generated = new_key()
     key = ApiKey(
         team=team,
@@ -147,6 +150,21 @@ def issue_api_key(
     key_records.publish(key.lookup_id, key_record_from_row(key))
     logger.info("issued API key %s for team %s", key.lookup_id, team.name)
     return IssuedKey(key=key, plaintext=generated.plaintext)
+
+
+def _check_live_keys(team: Team) -> None:
+    """At most MAX_KEYS_PER_TEAM keys neither revoked nor expired: a leaked manage key must
+    not mint keys without bound. Counted with the team row locked, so keys minted at the
+    same moment cannot pass it together."""
+    Team.objects.select_for_update().filter(pk=team.pk).first()
+    live = ApiKey.objects.filter(team=team, revoked_at__isnull=True).exclude(
+        expires_at__lte=timezone.now()
+    )
+    limit = settings.MAX_KEYS_PER_TEAM
+    if live.count() >= limit:
+        raise ValidationError(
+            {"team": f"The team holds {limit} live keys, the most it may: revoke unused ones."}
+        )
 
 
 @transaction.atomic
