@@ -57,6 +57,25 @@ def test_adding_a_key_in_the_admin_shows_it_once_and_it_works(staff_client):
 
 
 @pytest.mark.live
+def test_a_key_past_the_teams_limit_is_a_form_error_in_the_admin(staff_client, settings):
+    settings.MAX_KEYS_PER_TEAM = 1
+    team = actions.create_team("Acme")
+    actions.issue_api_key(team)
+    form = {
+        "team": team.pk,
+        "name": "one too many",
+        "scopes": '["inference"]',
+        "allowed_models": "[]",
+        "requests_per_minute": "",
+        "expires_at_0": "",
+        "expires_at_1": "",
+    }
+    response = staff_client.post("/admin/accounts/apikey/add/", form)
+    assert response.status_code == 200 and "revoke unused ones" in response.content.decode()
+    assert ApiKey.objects.filter(team=team).count() == 1
+
+
+@pytest.mark.live
 def test_the_admin_revoke_action_revokes(staff_client):
     team = actions.create_team("Acme")
     key = actions.issue_api_key(team).key

@@ -130,7 +130,7 @@ def issue_api_key(
     valid_scopes = set(ApiKey.Scope.values)
     if not scopes or not set(scopes) <= valid_scopes:
         raise ValidationError({"scopes": f"Scopes must be a non-empty subset of {valid_scopes}."})
-    _check_live_keys(team)
+    check_live_keys(team)
     generated = new_key()
     key = ApiKey(
         team=team,
@@ -152,7 +152,7 @@ def issue_api_key(
     return IssuedKey(key=key, plaintext=generated.plaintext)
 
 
-def _check_live_keys(team: Team) -> None:
+def check_live_keys(team: Team) -> None:
     """At most MAX_KEYS_PER_TEAM keys neither revoked nor expired: a leaked manage key must
     not mint keys without bound. Counted with the team row locked, so keys minted at the
     same moment cannot pass it together."""

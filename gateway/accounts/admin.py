@@ -2,6 +2,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -155,8 +156,23 @@ class DefaultQuotaPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         actions.update_default_quota(**changes)
 
 
+class ApiKeyForm(ModelForm):  # type: ignore[type-arg]
+    def clean(self) -> dict[str, Any]:
+        """A new key past the team's MAX_KEYS_PER_TEAM is an error on the form, not a 500
+        from saving it (issue_api_key checks again, under the team's row lock)."""
+        cleaned: dict[str, Any] = super().clean() or {}
+        team = cleaned.get("team")
+        if self.instance.pk is None and team is not None:
+            try:
+                actions.check_live_keys(team)
+            except ValidationError as exc:
+                raise ValidationError(exc.message_dict.get("team", exc.messages)) from None
+        return cleaned
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = ApiKeyForm
     list_display = ["lookup_id", "name", "team", "scopes", "created_at", "expires_at", "revoked_at"]
     list_filter = ["team"]
     search_fields = ["lookup_id", "name", "team__name"]
