@@ -22,7 +22,7 @@ from gateway.serving.admission import BatchKeyCredential
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference.client import close_http_session
-from tests.batch_stack import PRICE_IN, PRICE_OUT, TEAM_STORAGE, chat_line, jsonl
+from tests.batch_stack import PRICE_IN, PRICE_OUT, TEAM_STORAGE, Stack, chat_line, jsonl
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
@@ -184,10 +184,8 @@ def test_a_batch_past_its_window_expires_with_every_line_reported(stack):
     assert {x["error"]["code"] for x in expired} == {"batch_expired"}
 
 
-def test_a_celery_worker_killed_mid_batch_is_resumed_without_duplicates(stack):
-    stack.start_worker()
-    total = 150
-    batch_id = stack.submit([chat_line(f"k{n}", f"Resume question {n}") for n in range(total)])
+def kill_mid_batch(stack: Stack, batch_id: str, total: int) -> None:
+    """SIGKILL the Celery worker once between 10 and total - 20 lines are kept."""
 
     def caught() -> bool:
         done = BatchLine.objects.filter(batch_id=batch_id).count()
@@ -197,9 +195,10 @@ def test_a_celery_worker_killed_mid_batch_is_resumed_without_duplicates(stack):
         return False
 
     wait_until(caught, 60, "the worker to be caught mid-batch", poll_s=0.02)
-    kept_at_kill = BatchLine.objects.filter(batch_id=batch_id).count()
-    assert Batch.objects.get(id=batch_id).status == "in_progress"
 
+
+def resume(stack: Stack, batch_id: str) -> None:
+    """A new worker, and the sweep once the dead runner's hold is stale."""
     stack.start_worker()
     wait_until(
         lambda: Batch.objects.filter(
@@ -209,6 +208,18 @@ def test_a_celery_worker_killed_mid_batch_is_resumed_without_duplicates(stack):
         "the dead runner's hold to go stale",
     )
     stack.sweep()
+
+
+def test_a_celery_worker_killed_mid_batch_is_resumed_without_duplicates(stack):
+    stack.start_worker()
+    total = 150
+    batch_id = stack.submit([chat_line(f"k{n}", f"Resume question {n}") for n in range(total)])
+
+    kill_mid_batch(stack, batch_id, total)
+    kept_at_kill = BatchLine.objects.filter(batch_id=batch_id).count()
+    assert Batch.objects.get(id=batch_id).status == "in_progress"
+
+    resume(stack, batch_id)
     batch = stack.wait_for(batch_id, {"completed"})
 
     output = stack.read(batch.output_file_id)
@@ -230,26 +241,11 @@ def test_a_batch_whose_input_is_deleted_before_it_resumes_keeps_the_lines_it_fin
     total = 150
     batch_id = stack.submit([chat_line(f"d{n}", f"Delete question {n}") for n in range(total)])
 
-    def caught() -> bool:
-        done = BatchLine.objects.filter(batch_id=batch_id).count()
-        if 10 <= done < total - 20:
-            stack.kill_worker()
-            return True
-        return False
-
-    wait_until(caught, 60, "the worker to be caught mid-batch", poll_s=0.02)
+    kill_mid_batch(stack, batch_id, total)
     kept = set(BatchLine.objects.filter(batch_id=batch_id).values_list("custom_id", flat=True))
     stack.client.files.delete(Batch.objects.get(id=batch_id).input_file_id)
 
-    stack.start_worker()
-    wait_until(
-        lambda: Batch.objects.filter(
-            id=batch_id, heartbeat_at__lt=timezone.now() - timedelta(seconds=2)
-        ).exists(),
-        10,
-        "the dead runner's hold to go stale",
-    )
-    stack.sweep()
+    resume(stack, batch_id)
     batch = stack.wait_for(batch_id, {"failed", "completed"})
 
     assert batch.status == "failed"

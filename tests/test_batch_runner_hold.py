@@ -37,6 +37,23 @@ def _batch() -> Batch:
     )
 
 
+def _saved_batch(batch_id: str, status: str, total: int = 0) -> Batch:
+    """A batch of a new team, held by runner-1."""
+    now = datetime.now(UTC)
+    return Batch.objects.create(
+        id=batch_id,
+        team=account_actions.create_team("Acme"),
+        api_key_id="k1",
+        endpoint="/v1/chat/completions",
+        input_file_id="file-1",
+        status=status,
+        runner="runner-1",
+        total=total,
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+
+
 def test_the_keeper_lives_through_a_database_error_and_keeps_the_lines_it_could_not_write(
     monkeypatch,
 ):
@@ -125,19 +142,7 @@ def test_a_custom_id_no_database_can_keep_makes_its_line_malformed(custom_id):
 def test_an_answer_quoting_what_no_database_keeps_is_kept_with_a_replacement_character():
     """A worker's reply (or an error quoting the request) with a NUL or an unpaired
     surrogate: PostgreSQL refused the row, and the keeper then kept no line after it."""
-    team = account_actions.create_team("Acme")
-    now = datetime.now(UTC)
-    batch = Batch.objects.create(
-        id="batch_unstorable",
-        team=team,
-        api_key_id="k1",
-        endpoint="/v1/chat/completions",
-        input_file_id="file-1",
-        status=Batch.Status.IN_PROGRESS,
-        runner="runner-1",
-        created_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
+    batch = _saved_batch("batch_unstorable", Batch.Status.IN_PROGRESS)
     body = {"choices": [{"message": {"content": "a\x00b\ud800c"}}], "nested": ["\x00"]}
     row = runner._row(batch.id, 1, "one", "batch_req_1", LineResult(200, body))
     assert progress.record_lines(batch.id, "runner-1", [row])
@@ -200,20 +205,7 @@ def test_lines_of_a_runner_that_lost_the_hold_are_left_to_its_holder_and_listed_
     before is listed once, in the output, not also as "not run" in the error file."""
     settings.BATCH_FILE_DIR = str(tmp_path)
     file_storage.cache_clear()
-    team = account_actions.create_team("Acme")
-    now = datetime.now(UTC)
-    batch = Batch.objects.create(
-        id="batch_taken_over",
-        team=team,
-        api_key_id="k1",
-        endpoint="/v1/chat/completions",
-        input_file_id="file-1",
-        status=Batch.Status.CANCELLING,
-        runner="runner-1",
-        total=3,
-        created_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
+    batch = _saved_batch("batch_taken_over", Batch.Status.CANCELLING, total=3)
     answer = {"object": "chat.completion", "choices": []}
     line = runner._row(batch.id, 1, "one", "batch_req_1", LineResult(200, answer))
     assert progress.record_lines(batch.id, "runner-1", [line])

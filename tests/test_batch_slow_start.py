@@ -55,20 +55,27 @@ def _batch_of_one_malformed_line() -> Batch:
     return batch
 
 
+def claimed_while_it_runs(batch: Batch) -> Batch | None:
+    """Run the batch as runner-1 and, OPEN_S - 0.5 s in (long past BATCH_RUNNER_STALE_S,
+    still in its slow start), try to claim it as runner-2, as the sweep would."""
+    running = threading.Thread(target=asyncio.run, args=(run_batch(batch.id, "runner-1"),))
+    try:
+        running.start()
+        time.sleep(OPEN_S - 0.5)
+        taken_over = progress.claim(batch.id, "runner-2")
+        running.join(timeout=30)
+    finally:
+        file_storage.cache_clear()
+    return taken_over
+
+
 def test_a_runner_slow_to_open_its_input_keeps_its_hold(settings: Any, tmp_path: Path) -> None:
     settings.BATCH_FILE_STORAGE = f"{__name__}.SlowToOpen"
     settings.BATCH_FILE_DIR = str(tmp_path)
     settings.BATCH_RUNNER_STALE_S = STALE_S
     file_storage.cache_clear()
     batch = _batch_of_one_malformed_line()
-    running = threading.Thread(target=asyncio.run, args=(run_batch(batch.id, "runner-1"),))
-    try:
-        running.start()
-        time.sleep(OPEN_S - 0.5)  # still opening, long past BATCH_RUNNER_STALE_S
-        taken_over = progress.claim(batch.id, "runner-2")
-        running.join(timeout=30)
-    finally:
-        file_storage.cache_clear()
+    taken_over = claimed_while_it_runs(batch)
     assert taken_over is None, "the sweep could hand the batch to a second runner"
     ended = Batch.objects.get(id=batch.id)
     assert ended.status == Batch.Status.COMPLETED and ended.failed == 1  # the malformed line
@@ -90,13 +97,6 @@ def test_a_runner_slow_to_read_what_was_billed_keeps_its_hold(
 
     monkeypatch.setattr(progress, "billed_lines", slow_billed_lines)
     batch = _batch_of_one_malformed_line()
-    running = threading.Thread(target=asyncio.run, args=(run_batch(batch.id, "runner-1"),))
-    try:
-        running.start()
-        time.sleep(OPEN_S - 0.5)  # still reading, long past BATCH_RUNNER_STALE_S
-        taken_over = progress.claim(batch.id, "runner-2")
-        running.join(timeout=30)
-    finally:
-        file_storage.cache_clear()
+    taken_over = claimed_while_it_runs(batch)
     assert taken_over is None, "the sweep could hand the batch to a second runner"
     assert Batch.objects.get(id=batch.id).status == Batch.Status.COMPLETED
