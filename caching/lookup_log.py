@@ -6,10 +6,12 @@ KEEP lookups, expiring WINDOW_S after the last one):
 
     {"c": [0.953, 0.911], "v": [0, null], "t": 0.92, "ve": 1}
 
-c: the cosine of each candidate VSIM returned (up to 4, best first; [] when the
-context's set had none); v: for each, verify()'s verdict where verification evaluated it
-(1 accepted, 0 rejected), null where it did not (below the threshold, after the accepted
-one, entry gone, or verification off); t and ve: the threshold and verification in force.
+c: for each candidate the probe search returned (up to 16, nearest first; [] when the
+context's set had none), MiniLM's cosine where the lookup scored it, null where it did not
+(verification rejected it, or it was never reached: caching/semantic.py scores only what
+verification accepts, at most 4); v: for each, verify()'s verdict where verification
+evaluated it (1 accepted, 0 rejected), null where it did not (entry gone, or verification
+off); t and ve: the threshold and verification in force.
 Only when some candidate has one, p: for each, the false-hit probability of its evidence
 cell (caching/evidence.py) where verification accepted it, else null; b: the error bound
 in force, when a team set one. No question text, no ids: nothing of the team's data
@@ -39,7 +41,7 @@ def key(team_id: int) -> str:
 
 @dataclass(frozen=True)
 class LookupSample:
-    cosines: tuple[float, ...]
+    cosines: tuple[float | None, ...]  # None: verification rejected it, never scored
     verdicts: tuple[bool | None, ...]
     threshold: float
     verify_enabled: bool
@@ -49,7 +51,7 @@ class LookupSample:
     def encode(self) -> str:
         verdicts = [None if v is None else int(v) for v in self.verdicts]
         record: dict[str, object] = {
-            "c": [round(c, 4) for c in self.cosines],
+            "c": [None if c is None else round(c, 4) for c in self.cosines],
             "v": verdicts,
             "t": self.threshold,
             "ve": int(self.verify_enabled),
@@ -63,7 +65,7 @@ class LookupSample:
     @classmethod
     def decode(cls, raw: str | bytes) -> "LookupSample":
         data = json.loads(raw)
-        cosines = tuple(float(c) for c in data["c"])
+        cosines = tuple(None if c is None else float(c) for c in data["c"])
         verdicts = tuple(None if v is None else bool(v) for v in data["v"])
         if len(verdicts) != len(cosines):
             raise ValueError("a verdict per candidate")

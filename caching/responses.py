@@ -1,12 +1,14 @@
 """One decision per request: which cache answers it, and where its reply will be kept.
 
-Order: the exact cache (one GET), then the semantic cache (embed, nearest neighbours in the
-context's vector set, verify). The GET travels with an EXISTS of the question's context set
-(one round trip): a context with no entry cannot answer, so its question is not embedded
-for the lookup, only when its reply is kept (keep()); a question the lookup embedded is
-stored with that vector, never embedded twice. A failing cache Redis or a missing
-embedding model never fails a request: it goes to the model and the response says
-`bypass` (and the log why).
+Order: the exact cache (one GET), then the semantic cache (nearest neighbours in the
+context's vector set by probe vector, verify, then MiniLM's cosine for the candidates
+verification accepted: caching/semantic.py). The GET travels with an EXISTS of the
+question's context set (one round trip): a context with no entry cannot answer, so its
+question is neither probed nor searched for, only probed when its reply is kept (keep());
+a question the lookup embedded is stored with that vector, never embedded twice. A failing
+cache Redis never fails a request: it goes to the model and the response says `bypass`
+(and the log why); a missing embedding model makes every semantic lookup a miss (logged
+when it failed to load).
 """
 
 import asyncio
@@ -18,11 +20,11 @@ from dataclasses import dataclass
 
 from redis.exceptions import NoScriptError
 
-from caching import eviction, exact, semantic, stats
+from caching import eviction, exact, semantic, semantic_keys, stats
 from caching.exact import CacheDirectives, CachedReply, CacheUnavailable
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, policy_for_team
-from caching.semantic import SemanticSlot, SemanticUnavailable
+from caching.semantic import SemanticMatch, SemanticSlot, SemanticUnavailable
 from foundation import metrics
 from foundation.redis_clients import (
     REDIS_FAILURES,
@@ -32,7 +34,6 @@ from foundation.redis_clients import (
 )
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
-from inference.embeddings import EmbedderUnavailable, TextTooLong, loaded_embedder
 
 logger = logging.getLogger(__name__)
 SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
@@ -117,8 +118,8 @@ async def plan(
         return CachePlan(Outcome.BYPASS)
     policy = policy.for_request(exact.is_deterministic(chat))  # sampled: sampled_ttl_s
     key = exact.cache_key(team_id, deployment, chat)
-    question = semantic.question_of(chat) if semantic_allowed(chat) else None
-    context = None if question is None else semantic.context_key(team_id, deployment, chat)
+    question = semantic_keys.question_of(chat) if semantic_allowed(chat) else None
+    context = None if question is None else semantic_keys.context_key(team_id, deployment, chat)
     own = _own_entries(team_id, key, context, question)
     slot = _slot(policy, chat, context, question)
     try:
@@ -132,26 +133,16 @@ async def plan(
                     policy.similarity_threshold, policy.verify_enabled, team_id
                 )
             elif slot is not None:
-                started = time.perf_counter()
-                slot = await _embedded(slot)
-                if slot is not None:
-                    match = await semantic.lookup(
-                        slot,
-                        policy.similarity_threshold,
-                        policy.verify_enabled,
-                        team_id,
-                        policy.max_false_hit_rate,
+                slot, match = await _semantic_lookup(slot, policy, team_id)
+                if match is not None:
+                    hit = EntryRef(namespace("semantic", team_id), match.entry_key)
+                    # never at 0.0; a sampled reply would differ from any fresh draw
+                    audit = (
+                        policy.audit_rate > 0
+                        and exact.is_deterministic(chat)
+                        and random.random() < policy.audit_rate
                     )
-                    metrics.semantic_lookup.observe(time.perf_counter() - started)
-                    if match is not None:
-                        hit = EntryRef(namespace("semantic", team_id), match.entry_key)
-                        # never at 0.0; a sampled reply would differ from any fresh draw
-                        audit = (
-                            policy.audit_rate > 0
-                            and exact.is_deterministic(chat)
-                            and random.random() < policy.audit_rate
-                        )
-                        return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
+                    return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
     except (CacheUnavailable, SemanticUnavailable) as exc:
         logger.warning("response caches bypassed, cache Redis failed: %s", exc)
         return CachePlan(Outcome.BYPASS)
@@ -173,7 +164,7 @@ def _own_entries(
     to: a false-hit report removes both, or the wrong reply would answer again."""
     entries = [EntryRef(namespace("exact", team_id), key)]
     if context is not None and question is not None:
-        element = semantic.element_id(context, question)
+        element = semantic_keys.element_id(context, question)
         entries.append(EntryRef(namespace("semantic", team_id), semantic.ENTRY_PREFIX + element))
     return tuple(entries)
 
@@ -181,12 +172,12 @@ def _own_entries(
 def _slot(
     policy: CacheSettings, chat: ChatRequest, context: str | None, question: str | None
 ) -> SemanticSlot | None:
-    """Where the question's reply goes in the semantic cache, not embedded yet; None when
-    the semantic cache does not consider the request."""
+    """Where the question's reply goes in the semantic cache, neither probed nor embedded
+    yet; None when the semantic cache does not consider the request."""
     if not policy.semantic_enabled or not semantic_allowed(chat):
         return None
     if context is None or question is None:
-        if semantic.question_too_long(chat):
+        if semantic_keys.question_too_long(chat):
             metrics.labelled(metrics.semantic_skips, "too_long").inc()
         return None
     return SemanticSlot.of(context, question)
@@ -213,21 +204,24 @@ async def _first_look(
     return None, await populated
 
 
-async def _embedded(slot: SemanticSlot) -> SemanticSlot | None:
-    """The slot with its question's vector (embedded here unless it has one already);
-    None when it cannot have one."""
-    if slot.vector is not None:
-        return slot
-    try:
-        vector = await (await loaded_embedder()).embed(slot.question)
-    except EmbedderUnavailable:
-        return None  # logged once when loading failed; the exact cache still works
-    except TextTooLong:
-        # Past the 1,016 tokens the embedder reads whole: within MAX_QUESTION_CHARS, but
-        # dense (CJK, code). Cut short, it would match any question that starts alike.
-        metrics.labelled(metrics.semantic_skips, "too_long").inc()
-        return None
-    return slot.embedded(vector)
+async def _semantic_lookup(
+    slot: SemanticSlot, policy: CacheSettings, team_id: int
+) -> tuple[SemanticSlot | None, SemanticMatch | None]:
+    """The lookup in a populated context, timed; the slot as the lookup leaves it (probed,
+    and embedded if it scored a candidate), None if it cannot be probed."""
+    started = time.perf_counter()
+    probed = await semantic.probed(slot)
+    if probed is None:
+        return None, None
+    found = await semantic.lookup(
+        probed,
+        policy.similarity_threshold,
+        policy.verify_enabled,
+        team_id,
+        policy.max_false_hit_rate,
+    )
+    metrics.semantic_lookup.observe(time.perf_counter() - started)
+    return found.slot, found.match
 
 
 async def keep(
@@ -235,9 +229,8 @@ async def keep(
 ) -> None:
     """Keep a complete generated reply in each cache the plan names. The exact entry, the
     semantic one and the note of who answered go out together, in one round trip (the
-    cache Redis batch of this event-loop turn). A question the lookup did not embed (its
-    context was empty, or there was no lookup) is embedded first; one it did keeps the
-    lookup's vector."""
+    cache Redis batch of this event-loop turn). Nothing is embedded here: the semantic
+    entry goes in with its probe vector, and with MiniLM's if the lookup made one."""
     policy = plan.policy
     if policy is None or plan.key is None:
         return
@@ -251,7 +244,7 @@ async def keep(
         budget = eviction.Budget(namespace("exact", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.exact_ttl_s, plan.ttl_s)
         writes.append(_keep_exact(budget, plan.key, encoded, ttl_s, cost, request_id))
-    slot = None if plan.slot is None else await _embedded(plan.slot)
+    slot = None if plan.slot is None else await semantic.probed(plan.slot)
     if slot is not None:
         budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s)

@@ -17,21 +17,23 @@ as it can live. So does an entry whose reply a sampled audit found different fro
 answer (gateway/serving/audit.py); audits that agreed are counted per entry and lower its
 false-hit probability under a bound.
 
-Embedding a question costs about 1.6 ms of CPU, and many lookups find their context empty
-(each new turn of a conversation is a context of its own). So a lookup first asks whether
-the context's set exists: EXISTS, in the same cache Redis batch as the exact lookup's GET
-(no round trip of its own; 10 to 25 us of client CPU). A set is deleted with its last
-element and expires with its newest entry, so without one nothing can match: the lookup
-is a miss with nothing embedded or searched, and the question is embedded when its reply
-is stored, if it is (caching/responses.py). With one, the vector the lookup embedded is
-the one stored. The set key is the asking team's own context key: the check never
-touches another team's contexts.
+MiniLM costs about 3 ms of CPU per question on the gateway's core, so a lookup avoids it
+where it can. First, it asks whether the context's set exists: EXISTS, in the same cache
+Redis batch as the exact lookup's GET (no round trip of its own). A set is deleted with its
+last element and expires with its newest entry, so without one nothing can match. Then it
+searches the set by probe vector (inference/probe_embeddings.py: a static embedding
+distilled from MiniLM, about 30 us), verifies the nearest candidates, and runs MiniLM only
+when one of them passes: MiniLM's cosine between the question and the candidate decides,
+as before (caching/semantic_scores.py). A question whose lookup scored nothing is stored
+with its probe alone; one that was embedded keeps its MiniLM vector in its entry. The set
+key is the asking team's own context key: nothing here touches another team's contexts.
 
 Layout under CACHE_REDIS_URL:
-    sluice:cache:sem:set:<context sha256>    vector set, elements are entry ids (NOQUANT:
-                                             the scores are the model's, so the measured
-                                             threshold table holds)
-    sluice:cache:sem:entry:<entry sha256>    JSON {question, reply}
+    sluice:cache:sem:probes:<context sha256> vector set of probe vectors (int8), elements
+                                             are entry ids
+    sluice:cache:sem:entry:<entry sha256>    JSON {question, reply, vector (MiniLM's,
+                                             base64 float32, when the question was
+                                             embedded)}
     sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
                                              false, "audit" once an audit disagreed
     sluice:cache:sem:confirmed:<entry sha256> audits of its hits that agreed (a count)
@@ -43,7 +45,6 @@ an entry's vector element whenever the entry goes.
 """
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections.abc import Coroutine
@@ -52,101 +53,55 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 
-from caching import eviction, evidence, lookup_log
+from caching import eviction, evidence, lookup_log, semantic_scores
 from caching.exact import CachedReply
+from caching.semantic_keys import LONG_QUESTION_CHARS, element_id
 from caching.verify.verdict import verify
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
-from inference.chat_request import ChatRequest
-from inference.deployments import DeploymentInfo
-from inference.embeddings import Vector
+from inference.embeddings import EmbedderUnavailable, Vector
+from inference.probe_embeddings import loaded_probe_embedder
 
 logger = logging.getLogger(__name__)
-SET_PREFIX = "sluice:cache:sem:set:"
+SET_PREFIX = "sluice:cache:sem:probes:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
 REPORTED_PREFIX = "sluice:cache:sem:reported:"
 CONFIRMED_PREFIX = "sluice:cache:sem:confirmed:"
 REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (a policy's max_age_s: a year at most)
-CANDIDATES = 4  # nearest neighbours checked: the closest may fail verification
+# Candidates by probe vector: the nearest few are often near-misses verification rejects
+# (a changed number or name), so more are read than MiniLM scores (docs/benchmarks.md).
+PROBE_CANDIDATES = 16
+SCORED = 4
+# Below this probe cosine, MiniLM's cosine is under evidence.FLOOR (0.70) for 199 pairs in
+# 200 of every development set (docs/benchmarks.md): not worth verifying or embedding.
+PROBE_FLOOR = 0.55
 
 
 class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
 
 
-# A question is embedded whole (inference/embeddings.py reads up to 1,016 tokens window by
-# window and pools them), so two long questions that share their beginning differ by the
-# rest. Verification is pure Python on the event loop, up to 3.5 ms for 3,000 characters
-# of numbers (measured): a question over LONG_QUESTION_CHARS has only its nearest candidate
-# checked, and one over MAX_QUESTION_CHARS skips the semantic cache (counted), as do denser
-# texts past the embedder's 1,016 tokens (CJK, code).
-MAX_QUESTION_CHARS = 3000
-LONG_QUESTION_CHARS = 1000
-
-
-def question_of(chat: ChatRequest) -> str | None:
-    """The last user message's text; None when the conversation does not end with one, or
-    when it is too long for the semantic cache."""
-    question = _last_user_text(chat)
-    return question if question is not None and len(question) <= MAX_QUESTION_CHARS else None
-
-
-def question_too_long(chat: ChatRequest) -> bool:
-    question = _last_user_text(chat)
-    return question is not None and len(question) > MAX_QUESTION_CHARS
-
-
-def _last_user_text(chat: ChatRequest) -> str | None:
-    last = chat.messages[-1]
-    if last.get("role") != "user":
-        return None
-    content = last.get("content")
-    if isinstance(content, list):
-        parts = [
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
-        ]
-        if len(parts) != len(content):
-            return None  # images or audio: their meaning is not in the text
-        content = " ".join(parts)
-    return content.strip() if isinstance(content, str) and content.strip() else None
-
-
-def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> str:
-    material = {
-        "team": team_id,
-        "deployment": deployment.name,
-        "revision": deployment.revision,
-        "context": chat.messages[:-1],
-        "max_tokens": chat.max_tokens,
-        "options": chat.options,
-    }
-    # Who asks (a user message's `name`): "What is my name?" from bob is not alice's
-    # question, though word for word the same (which is served without verification). Only
-    # when there is more than role and content: every other context keeps its key.
-    asker = {k: v for k, v in chat.messages[-1].items() if k not in ("role", "content")}
-    if asker:
-        material["asker"] = asker
-    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def element_id(context: str, question: str) -> str:
-    return hashlib.sha256(f"{context}\n{question}".encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class SemanticSlot:
-    """Where a question lives: its context's vector set and its own entry; its vector once
-    it is embedded (None until then: a lookup in an empty context never embeds it)."""
+    """Where a question lives: its context's vector set and its own entry; its probe vector
+    (what the set holds, inference/probe_embeddings.py) once probed, and its MiniLM vector
+    once a lookup scored a candidate for it (most never do)."""
 
     set_key: str
     element: str
     question: str
+    probe: Vector | None = None
     vector: Vector | None = None
 
     @classmethod
-    def of(cls, context: str, question: str, vector: Vector | None = None) -> "SemanticSlot":
-        return cls(SET_PREFIX + context, element_id(context, question), question, vector)
+    def of(
+        cls,
+        context: str,
+        question: str,
+        probe: Vector | None = None,
+        vector: Vector | None = None,
+    ) -> "SemanticSlot":
+        return cls(SET_PREFIX + context, element_id(context, question), question, probe, vector)
 
     @property
     def entry_key(self) -> str:
@@ -155,10 +110,27 @@ class SemanticSlot:
     def embedded(self, vector: Vector) -> "SemanticSlot":
         return replace(self, vector=vector)
 
-    def vector_bytes(self) -> bytes:
-        if self.vector is None:
-            raise ValueError("the question is not embedded yet: SemanticSlot.embedded()")
-        return self.vector.tobytes()
+    def probe_bytes(self) -> bytes:
+        if self.probe is None:
+            raise ValueError("the question is not probed yet: semantic.probed()")
+        return self.probe.tobytes()
+
+
+async def probed(slot: SemanticSlot) -> SemanticSlot | None:
+    """The slot with its probe vector (about 30 us, on the event loop; made only when
+    a lookup or a store needs it, never for an exact hit); None, counted, for a question
+    longer than MiniLM reads whole (1,016 tokens: dense text within MAX_QUESTION_CHARS,
+    CJK or code), or without the probe table (logged once when it failed to load)."""
+    if slot.probe is not None:
+        return slot
+    try:
+        probe = (await loaded_probe_embedder()).vector(slot.question)
+    except EmbedderUnavailable:
+        return None
+    if probe is None:
+        metrics.labelled(metrics.semantic_skips, "too_long").inc()
+        return None
+    return replace(slot, probe=probe)
 
 
 @dataclass(frozen=True)
@@ -200,79 +172,81 @@ def empty_context_lookup(threshold: float, verify_enabled: bool, team_id: int | 
         lookup_log.record(team_id, lookup_log.LookupSample((), (), threshold, verify_enabled))
 
 
+@dataclass(frozen=True)
+class Lookup:
+    match: SemanticMatch | None
+    slot: SemanticSlot  # with the question's MiniLM vector if the lookup embedded it
+
+
 async def lookup(
     slot: SemanticSlot,
     threshold: float,
     verify_enabled: bool,
     team_id: int | None = None,
     bound: float | None = None,
-) -> SemanticMatch | None:
-    """The first candidate that verification accepts and that clears the threshold, or
-    with a bound (a team's max_false_hit_rate) whose false-hit probability is within it
-    (verification is then always on: the probability is calibrated on verified pairs).
-    With a team, the lookup's numbers (cosines, verdicts) go to its lookup log, after the
-    fact. The slot must be embedded."""
-    vector = slot.vector_bytes()
+) -> Lookup:
+    """The best candidate, by MiniLM's cosine, that verification accepts and that clears
+    the threshold, or with a bound (a team's max_false_hit_rate) whose false-hit
+    probability is within it (verification is then always on: the probability is
+    calibrated on verified pairs).
+
+    Candidates are the PROBE_CANDIDATES nearest by probe vector, above PROBE_FLOOR. Each
+    is verified first (tens of us); MiniLM embeds the question (about 3 ms) only when one
+    passes, and scores at most SCORED of them. With a team, the lookup's numbers (cosines,
+    verdicts) go to its lookup log, after the fact. The slot must be probed."""
     floor = evidence.FLOOR if bound is not None else threshold
     verify_enabled = verify_enabled or bound is not None
+    # The probe's floor is measured for MiniLM's 0.70; a lower threshold searches unfloored.
+    gate = PROBE_FLOOR if floor >= evidence.FLOOR else -1.0
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
         found = await batch.execute(
-            "VSIM", slot.set_key, "FP32", vector, "COUNT", CANDIDATES, "WITHSCORES"
-        )
-        scored = _scored(found)
-        candidates = [(e, cosine) for e, cosine in scored if cosine >= floor]
+            "VSIM", slot.set_key, "FP32", slot.probe_bytes(), "COUNT", PROBE_CANDIDATES,
+            "WITHSCORES",
+        )  # fmt: skip
+        near = [element for element, score in _scored(found) if score >= gate]
         if len(slot.question) > LONG_QUESTION_CHARS:
-            candidates = candidates[:1]
-        keys = [
-            prefix + element
-            for prefix in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX)
-            for element, _ in candidates
-        ]
-        stored = await batch.execute("MGET", *keys) if candidates else []
+            near = near[:1]
+        keys = [p + e for p in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX) for e in near]
+        stored = await batch.execute("MGET", *keys) if near else []
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
-    verdicts: list[bool | None] = [None] * len(scored)
-    probabilities: list[float | None] = [None] * len(scored)
-    match = None
-    count = len(candidates)
+    count = len(near)
     entries, reported, confirmed = stored[:count], stored[count : 2 * count], stored[2 * count :]
-    for index, ((element, similarity), raw) in enumerate(zip(candidates, entries, strict=True)):
+    verdicts: list[bool | None] = [None] * count
+    cosines: list[float | None] = [None] * count
+    probabilities: list[float | None] = [None] * count
+    accepted: list[tuple[int, dict[str, Any]]] = []
+    match = None
+    for index, raw in enumerate(entries):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
         entry = json.loads(raw)
-        if entry["question"] == slot.question:
-            probabilities[index] = 0.0  # its own question, word for word
-        else:
-            if reported[index] is not None:
-                why = "audit" if _text(reported[index]) == "audit" else "reported"
-                metrics.labelled(metrics.semantic_rejections, why).inc()
+        if entry["question"] == slot.question:  # its own question, word for word
+            cosines[index], probabilities[index] = 1.0, 0.0
+            match = _match(entry, near[index], 1.0)
+            break
+        if reported[index] is not None:
+            why = "audit" if _text(reported[index]) == "audit" else "reported"
+            metrics.labelled(metrics.semantic_rejections, why).inc()
+            continue
+        if verify_enabled:
+            verdict = verify(slot.question, entry["question"])
+            verdicts[index] = verdict.accepted
+            if not verdict.accepted:
+                metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
                 continue
-            if verify_enabled:
-                verdict = verify(slot.question, entry["question"])
-                verdicts[index] = verdict.accepted  # candidates are scored's first entries
-                if not verdict.accepted:
-                    metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
-                    continue
-                if bound is not None or len(slot.question) <= LONG_QUESTION_CHARS:
-                    # Decisive under a bound; logged for the preview of one otherwise
-                    # (about 10 us for a short question, up to 0.5 ms for a long one).
-                    probabilities[index] = _probability(
-                        slot.question, entry["question"], similarity, confirmed[index]
-                    )
-            probability = probabilities[index]  # always set under a bound: verify is on
-            if bound is not None and (probability is None or probability > bound):
-                metrics.labelled(metrics.semantic_rejections, "over_bound").inc()
-                continue
-        match = SemanticMatch(
-            CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
+        if len(accepted) < SCORED:
+            accepted.append((index, entry))
+    if match is None and accepted:
+        slot, match = await _best_scored(
+            slot, accepted, near, confirmed, floor, bound, cosines, probabilities
         )
-        break
     if team_id is not None:
         lookup_log.record(
             team_id,
             lookup_log.LookupSample(
-                tuple(cosine for _, cosine in scored),
+                tuple(cosines),
                 tuple(verdicts),
                 threshold,
                 verify_enabled,
@@ -280,7 +254,56 @@ async def lookup(
                 bound,
             ),
         )
-    return match
+    return Lookup(match, slot)
+
+
+async def _best_scored(
+    slot: SemanticSlot,
+    accepted: list[tuple[int, dict[str, Any]]],
+    near: list[str],
+    confirmed: list[Any],
+    floor: float,
+    bound: float | None,
+    cosines: list[float | None],
+    probabilities: list[float | None],
+) -> tuple[SemanticSlot, SemanticMatch | None]:
+    """Score the accepted candidates by MiniLM's cosine (embedding the question if the
+    slot has no vector yet) and take the best one over the floor and within the bound.
+    Fills in cosines and probabilities, by candidate index, for the lookup log."""
+    if slot.vector is None:
+        vector = await semantic_scores.question_vector(slot.question)
+        if vector is None:
+            return slot, None
+        slot = slot.embedded(vector)
+    assert slot.vector is not None
+    scored = []
+    for index, entry in accepted:
+        theirs = await semantic_scores.candidate_vector(near[index], entry)
+        if theirs is not None:
+            similarity = semantic_scores.cosine(slot.vector, theirs)
+            cosines[index] = similarity
+            scored.append((similarity, index, entry))
+    for similarity, index, entry in sorted(scored, key=lambda s: -s[0]):
+        if similarity < floor:
+            break
+        if bound is not None or len(slot.question) <= LONG_QUESTION_CHARS:
+            # Decisive under a bound; logged for the preview of one otherwise (about 10
+            # us for a short question, up to 0.5 ms for a long one).
+            probabilities[index] = semantic_scores.false_hit_probability(
+                slot.question, entry["question"], similarity, confirmed[index]
+            )
+        probability = probabilities[index]
+        if bound is not None and (probability is None or probability > bound):
+            metrics.labelled(metrics.semantic_rejections, "over_bound").inc()
+            continue
+        return slot, _match(entry, near[index], similarity)
+    return slot, None
+
+
+def _match(entry: dict[str, Any], element: str, similarity: float) -> SemanticMatch:
+    return SemanticMatch(
+        CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
+    )
 
 
 async def mark_reported(client: aioredis.Redis, entry_key: str, source: str = "report") -> None:
@@ -301,22 +324,6 @@ async def record_audit(client: aioredis.Redis, entry_key: str, agreed: bool) -> 
         pipe.incr(key)
         pipe.expire(key, REPORTED_TTL_S)
         await pipe.execute()
-
-
-def _probability(question: str, candidate: str, similarity: float, confirmed: Any) -> float:
-    """The candidate's false-hit probability; 1.0 (never served under a bound) when the
-    false-hit table cannot be read, logged: lookups under a threshold go on unharmed."""
-    global _table_unreadable
-    try:
-        return evidence.false_hit_probability(question, candidate, similarity, int(confirmed or 0))
-    except (OSError, ValueError, KeyError, TypeError):
-        if not _table_unreadable:  # once per process, not once per lookup
-            logger.exception("semantic cache: the false-hit table is unreadable")
-        _table_unreadable = True
-        return 1.0
-
-
-_table_unreadable = False
 
 
 def _text(value: Any) -> str:
@@ -340,12 +347,16 @@ async def store(
     """Add the question to its context's set, then admit its entry (which owns the element
     from then on). The set itself expires with the longest-lived entry it could hold. All
     four commands go in the cache Redis batch of this event-loop turn, in this order: one
-    round trip (they were four). The slot must be embedded: with the lookup's own vector
-    when the lookup embedded it (caching/responses.py never embeds a question twice)."""
-    vector = slot.vector_bytes()
+    round trip (they were four). The set gets the probe vector (the slot must be probed);
+    the entry keeps MiniLM's vector when the lookup made one (never embedded twice)."""
     batch = async_cache_redis_batch()
-    value = json.dumps({"question": slot.question, "reply": asdict(reply)})
-    added = batch.submit("VADD", slot.set_key, "FP32", vector, slot.element, "NOQUANT")
+    entry: dict[str, Any] = {"question": slot.question, "reply": asdict(reply)}
+    if slot.vector is not None:
+        entry["vector"] = semantic_scores.encode(slot.vector)
+    value = json.dumps(entry)
+    # Default (int8) quantisation: probe scores only rank and gate candidates; MiniLM's
+    # vectors, which decide, are kept whole in the entries.
+    added = batch.submit("VADD", slot.set_key, "FP32", slot.probe_bytes(), slot.element)
     admitting = eviction.admit_in_batch(
         batch,
         budget,

