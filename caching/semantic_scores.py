@@ -1,4 +1,5 @@
-"""MiniLM's vectors for the few semantic candidates verification accepted.
+"""What a semantic lookup knows of its candidates: their text analyzed for verification,
+and MiniLM's vectors for the few that verification accepted.
 
 The semantic cache finds candidates by their probe vectors (inference/probe_embeddings.py)
 and verifies them first; only a candidate that passes is scored, by the cosine between
@@ -8,23 +9,29 @@ when it is first needed: a lookup that scores a candidate embeds its question on
 the entry stored for it keeps that vector ("vector", base64 float32). A candidate stored
 without one (its own lookup never scored anything) is embedded when first scored, and
 kept per process (CANDIDATE_VECTORS at most, keyed by entry id: the team is in it, so no
-team's lookups are faster for another team's questions).
+team's lookups are faster for another team's questions). A candidate's analysis for
+verify() (caching/verify/features.py, about 15 us) is kept the same way: in a busy context
+the same entries are the nearest candidates of lookup after lookup.
 """
 
 import base64
 import contextlib
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from caching import evidence
+from caching.verify.features import Features, analyze
 from foundation import metrics
 from inference.embeddings import EmbedderUnavailable, TextTooLong, Vector, loaded_embedder
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 CANDIDATE_VECTORS = 4096  # about 1.6 KB each
+CANDIDATE_FEATURES = 4096  # about as much each as the question's text
 _candidate_vectors: dict[str, Vector] = {}
+_candidate_features: dict[str, Features] = {}
 
 
 async def question_vector(question: str) -> Vector | None:
@@ -53,11 +60,26 @@ async def candidate_vector(element: str, entry: dict[str, Any]) -> Vector | None
         return known
     vector = await question_vector(str(entry["question"]))
     if vector is not None:
-        if len(_candidate_vectors) >= CANDIDATE_VECTORS:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
-                del _candidate_vectors[next(iter(_candidate_vectors))]  # the oldest
-        _candidate_vectors[element] = vector
+        _remember(_candidate_vectors, CANDIDATE_VECTORS, element, vector)
     return vector
+
+
+def candidate_features(element: str, question: str) -> Features:
+    """A stored candidate's text as verify() compares it, analyzed once per process."""
+    known = _candidate_features.get(element)
+    if known is None:
+        known = analyze(question)
+        _remember(_candidate_features, CANDIDATE_FEATURES, element, known)
+    return known
+
+
+def _remember(memory: dict[str, T], most: int, element: str, value: T) -> None:
+    """Keep the value; past `most`, forget the oldest (the dicts are shared by every
+    thread of the process: a race only forgets one more than it should)."""
+    if len(memory) >= most:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del memory[next(iter(memory))]
+    memory[element] = value
 
 
 def encode(vector: Vector) -> str:

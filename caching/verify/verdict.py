@@ -29,7 +29,7 @@ acceptance a wrong answer. Pure and stateless: nothing is cached between calls.
 from dataclasses import dataclass
 
 from caching.verify.antonyms import opposed
-from caching.verify.features import analyze
+from caching.verify.features import Features, analyze
 from caching.verify.roles import swapped
 
 
@@ -48,7 +48,12 @@ MAX_ANCHORS = 32
 def verify(query: str, candidate: str) -> Verdict:
     """Accept `candidate` (an earlier question whose answer is cached) for `query` only if
     the two agree on negation, numbers, dates, names, opposites and roles."""
-    q, c = analyze(query), analyze(candidate)
+    return verify_analyzed(analyze(query), analyze(candidate))
+
+
+def verify_analyzed(q: Features, c: Features) -> Verdict:
+    """verify() for texts already analyzed: a lookup checks up to 16 candidates against one
+    question, and analyzing the two texts is most of each check's cost."""
     if q.negations != c.negations:
         return Verdict(False, "negation")
     numbers = {w for w in q.seq if w[0] in "=#"}
