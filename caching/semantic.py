@@ -78,9 +78,11 @@ SCORED = 4
 # of the true 16 nearest found, and about 70 us less per VADD, 100 us less per VSIM.
 BUILD_EF = 100
 SEARCH_EF = 50
-# Below this probe cosine, MiniLM's cosine is under evidence.FLOOR (0.70) for 199 pairs in
-# 200 of every development set (docs/benchmarks.md): not worth verifying or embedding.
-PROBE_FLOOR = 0.55
+# (MiniLM floor, probe floor): a lookup whose MiniLM floor (its threshold, or 0.70 under a
+# bound) is at least the first drops candidates under the second. Below it, MiniLM's cosine
+# is under the first for 199 pairs in 200 of every development set (`manage.py
+# probe_retrieval`, docs/benchmarks.md): not worth verifying or embedding.
+PROBE_FLOORS = ((0.92, 0.70), (0.90, 0.68), (0.80, 0.60), (evidence.FLOOR, 0.55))
 
 
 class SemanticUnavailable(Exception):
@@ -196,14 +198,13 @@ async def lookup(
     probability is within it (verification is then always on: the probability is
     calibrated on verified pairs).
 
-    Candidates are the PROBE_CANDIDATES nearest by probe vector, above PROBE_FLOOR. Each
+    Candidates are the PROBE_CANDIDATES nearest by probe vector, above probe_floor(). Each
     is verified first (tens of us); MiniLM embeds the question (about 3 ms) only when one
     passes, and scores at most SCORED of them. With a team, the lookup's numbers (cosines,
     verdicts) go to its lookup log, after the fact. The slot must be probed."""
     floor = evidence.FLOOR if bound is not None else threshold
     verify_enabled = verify_enabled or bound is not None
-    # The probe's floor is measured for MiniLM's 0.70; a lower threshold searches unfloored.
-    gate = PROBE_FLOOR if floor >= evidence.FLOOR else -1.0
+    gate = probe_floor(floor)
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
         found = await batch.execute(
@@ -228,15 +229,17 @@ async def lookup(
     for index, raw in enumerate(entries):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
-        entry = json.loads(raw)
-        if entry["question"] == slot.question:  # its own question, word for word
+        if near[index] == slot.element:  # its own question, word for word (the id's hash)
             cosines[index], probabilities[index] = 1.0, 0.0
-            match = _match(entry, near[index], 1.0)
+            match = _match(json.loads(raw), near[index], 1.0)
             break
         if reported[index] is not None:
             why = "audit" if _text(reported[index]) == "audit" else "reported"
             metrics.labelled(metrics.semantic_rejections, why).inc()
             continue
+        if len(accepted) == SCORED:
+            continue  # enough to score: only a word-for-word entry could still come first
+        entry = json.loads(raw)
         if asked is not None:
             theirs = semantic_scores.candidate_features(near[index], entry["question"])
             verdict = verify_analyzed(asked, theirs)
@@ -244,8 +247,7 @@ async def lookup(
             if not verdict.accepted:
                 metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
                 continue
-        if len(accepted) < SCORED:
-            accepted.append((index, entry))
+        accepted.append((index, entry))
     if match is None and accepted:
         slot, match = await _best_scored(
             slot, accepted, near, confirmed, floor, bound, cosines, probabilities
@@ -306,6 +308,12 @@ async def _best_scored(
             continue
         return slot, _match(entry, near[index], similarity)
     return slot, None
+
+
+def probe_floor(floor: float) -> float:
+    """The probe cosine under which a candidate cannot reach MiniLM's `floor` (none for a
+    threshold under 0.70, which nothing was measured for)."""
+    return next((probe for minilm, probe in PROBE_FLOORS if floor >= minilm), -1.0)
 
 
 def _match(entry: dict[str, Any], element: str, similarity: float) -> SemanticMatch:

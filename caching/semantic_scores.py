@@ -15,6 +15,7 @@ the same entries are the nearest candidates of lookup after lookup.
 """
 
 import base64
+import binascii
 import contextlib
 import logging
 from typing import Any, TypeVar
@@ -87,7 +88,9 @@ def encode(vector: Vector) -> str:
 
 
 def decode(text: str) -> Vector:
-    vector: Vector = np.frombuffer(base64.b64decode(text, validate=True), dtype=np.float32)
+    """binascii's strict mode: base64's validate=True checks the text with a regex first,
+    which cost more than the rest of scoring a candidate (profiled)."""
+    vector: Vector = np.frombuffer(binascii.a2b_base64(text, strict_mode=True), dtype=np.float32)
     if vector.size == 0:
         raise ValueError("an empty vector")
     return vector
