@@ -81,7 +81,8 @@ def test_a_candidates_kept_vector_is_used_and_a_corrupt_one_is_made_again(monkey
     monkeypatch.setattr(semantic_scores, "_candidate_vectors", {})
 
     kept = {"question": question, "vector": semantic_scores.encode(real)}
-    assert np.array_equal(asyncio.run(semantic_scores.candidate_vector("e1", kept)), real)
+    read = asyncio.run(semantic_scores.candidate_vector("e1", kept))
+    assert read is not None and np.array_equal(read, real)
     assert semantic_scores._candidate_vectors == {}  # read from the entry, not embedded
 
     corrupt = {"question": question, "vector": "not base64!"}
