@@ -4,18 +4,20 @@ Each semantic lookup of a team leaves one compact JSON record in a capped Redis 
 under CACHE_REDIS_URL (`sluice:cache:lookups:<team_id>`, newest first, the last
 KEEP lookups, expiring WINDOW_S after the last one):
 
-    {"c": [0.953, 0.911], "v": [0, null], "t": 0.92, "ve": 1}
+    {"c": [null, 0.911], "v": [0, 1], "t": 0.92, "ve": 1}
 
-c: for each candidate the probe search returned (up to 16, nearest first; [] when the
-context's set had none), MiniLM's cosine where the lookup scored it, null where it did not
-(verification rejected it, or it was never reached: caching/semantic.py scores only what
-verification accepts, at most 4); v: for each, verify()'s verdict where verification
-evaluated it (1 accepted, 0 rejected), null where it did not (entry gone, or verification
-off); t and ve: the threshold and verification in force.
+c: for each candidate the probe search returned (up to 16 above the probe floor, nearest
+by probe first; one for a question over 1,000 characters; [] when the context's set had
+none; [1.0] alone for the question's own entry, asked before word for word), MiniLM's
+cosine where the lookup scored it, null where it did not (verification rejected it, or it
+was never reached: caching/semantic.py scores only what verification accepts, at most 4);
+v: for each, verify()'s verdict where verification evaluated it (1 accepted, 0 rejected;
+1 for the own entry), null where it did not (entry gone or reported, past the 4 scored, or
+verification off); t and ve: the threshold and verification in force.
 Only when some candidate has one, p: for each, the false-hit probability of its evidence
-cell (caching/evidence.py) where verification accepted it, else null; b: the error bound
-in force, when a team set one. No question text, no ids: nothing of the team's data
-beyond these numbers.
+cell (caching/evidence.py) where verification accepted it and it was scored, else null;
+b: the error bound in force, when a team set one. No question text, no ids: nothing of the
+team's data beyond these numbers.
 
 The write is fire-and-forget (commands in the cache Redis batch of the lookup's event-loop
 turn), so it adds no round trip to the lookup; a failing Redis loses the sample, never the request.
@@ -24,6 +26,7 @@ turn), so it adds no round trip to the lookup; a failing Redis loses the sample,
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foundation.redis_clients import async_cache_redis_batch
@@ -89,6 +92,26 @@ def record(team_id: int, sample: LookupSample) -> None:
         reply = batch.submit(*command)
         _pending.add(reply)
         reply.add_done_callback(_written)
+
+
+def record_candidates(
+    team_id: int | None,
+    rows: Sequence[tuple[float | None, bool | None, float | None]],
+    threshold: float,
+    verify_enabled: bool,
+    bound: float | None,
+) -> None:
+    """A lookup's (cosine, verdict, probability) per candidate as one sample of the team's
+    log; nothing without a team."""
+    if team_id is None:
+        return
+    cosines = tuple(row[0] for row in rows)
+    verdicts = tuple(row[1] for row in rows)
+    probabilities = tuple(row[2] for row in rows)
+    record(
+        team_id,
+        LookupSample(cosines, verdicts, threshold, verify_enabled, probabilities, bound),
+    )
 
 
 def _written(reply: "asyncio.Future[object]") -> None:

@@ -54,8 +54,8 @@ def namespace(kind: str, team_id: int) -> str:
 class CachePlan:
     """result is what the caller is told; reply and hit are set on a hit. On a miss,
     key (the exact key, also what identical requests coalesce on) and slot say where the
-    reply goes, if store allows; the slot has the lookup's vector, or none when the lookup
-    did not embed the question (an empty context, or no lookup): keep() embeds it then."""
+    reply goes, if store allows; the slot has the lookup's probe and MiniLM vectors where
+    the lookup made them (keep() probes it if not; it never runs MiniLM)."""
 
     result: Outcome
     reply: CachedReply | None = None

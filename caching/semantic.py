@@ -1,11 +1,8 @@
 """The semantic cache: answer a question asked before in other words, never a different one.
 
-Only the last user message is compared; everything before it (system prompt, earlier
-turns) and every option that shapes the reply must match exactly. That is the context
-key: a hash of team, deployment and revision, all earlier messages, max_tokens and the
-options. Each context has its own Redis 8 vector set, so a follow-up question is only
-ever compared with follow-ups in the same conversation, of the same team, and a user
-who changed their context never gets the answer to the old one.
+Only the last user message is compared, within its context (caching/semantic_keys.py):
+each context has its own Redis 8 vector set, so a follow-up is only ever compared with
+follow-ups in the same conversation of the same team.
 
 A candidate must clear two bars: verify() (caching/verify/), which rejects the
 near-misses embeddings confuse (negation, numbers, dates, names, swapped roles), and
@@ -31,15 +28,13 @@ key is the asking team's own context key: nothing here touches another team's co
 Layout under CACHE_REDIS_URL:
     sluice:cache:sem:probes:<context sha256> vector set of probe vectors (int8), elements
                                              are entry ids
-    sluice:cache:sem:entry:<entry sha256>    JSON {question, reply, vector (MiniLM's,
-                                             base64 float32, when the question was
-                                             embedded)}
+    sluice:cache:sem:entry:<entry sha256>    JSON {question, reply, vector: MiniLM's,
+                                             base64 float32, if it was embedded}
     sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
                                              false, "audit" once an audit disagreed
     sluice:cache:sem:confirmed:<entry sha256> audits of its hits that agreed (a count)
     sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
-                                             (caching/lookup_log.py), for the
-                                             dashboard's threshold preview
+                                             (caching/lookup_log.py)
 Entries are admitted through GDSF eviction (namespace "semantic:<team>"), which removes
 an entry's vector element whenever the entry goes.
 """
@@ -64,6 +59,7 @@ from inference.embeddings import EmbedderUnavailable, Vector
 from inference.probe_embeddings import loaded_probe_embedder
 
 logger = logging.getLogger(__name__)
+# A new probe recipe (dimensions, weighting) needs a new prefix: old sets hold another basis.
 SET_PREFIX = "sluice:cache:sem:probes:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
 REPORTED_PREFIX = "sluice:cache:sem:reported:"
@@ -106,6 +102,7 @@ class SemanticSlot:
         cls,
         context: str,
         question: str,
+        *,
         probe: Vector | None = None,
         vector: Vector | None = None,
     ) -> "SemanticSlot":
@@ -151,7 +148,7 @@ class SemanticMatch:
 
 def context_populated(slot: SemanticSlot) -> Coroutine[Any, Any, bool]:
     """Whether the slot's context has any entry (its vector set exists), so that a lookup
-    can be worth an embedding. Its EXISTS is already in this event-loop turn's cache Redis
+    can be worth a search. Its EXISTS is already in this event-loop turn's cache Redis
     batch when this returns (commands submitted next, the exact lookup's GET, share its
     round trip); await the answer, or close() the coroutine when it is no longer needed.
     SemanticUnavailable if Redis failed."""
@@ -207,11 +204,21 @@ async def lookup(
     gate = probe_floor(floor)
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
     try:
+        # Its own question's entry, in the search's round trip: a question asked before word
+        # for word answers whatever the search finds (the probe ties reordered words).
+        own_entry = batch.submit("GET", slot.entry_key)
+        own_entry.add_done_callback(_retrieved)  # the search may fail first
         found = await batch.execute(
             "VSIM", slot.set_key, "FP32", slot.probe_bytes(), "COUNT", PROBE_CANDIDATES,
             "EF", SEARCH_EF, "WITHSCORES",
         )  # fmt: skip
-        near = [element for element, score in _scored(found) if score >= gate]
+        own = await own_entry
+        if own is not None:
+            own_row = ((1.0, True, 0.0),)
+            lookup_log.record_candidates(team_id, own_row, threshold, verify_enabled, bound)
+            return Lookup(_match(json.loads(own), slot.element, 1.0), slot)
+        # (its own element, if there, has lost its entry)
+        near = [e for e, score in _scored(found) if score >= gate and e != slot.element]
         if len(slot.question) > LONG_QUESTION_CHARS:
             near = near[:1]
         keys = [p + e for p in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX) for e in near]
@@ -229,16 +236,12 @@ async def lookup(
     for index, raw in enumerate(entries):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge
-        if near[index] == slot.element:  # its own question, word for word (the id's hash)
-            cosines[index], probabilities[index] = 1.0, 0.0
-            match = _match(json.loads(raw), near[index], 1.0)
-            break
         if reported[index] is not None:
             why = "audit" if _text(reported[index]) == "audit" else "reported"
             metrics.labelled(metrics.semantic_rejections, why).inc()
             continue
         if len(accepted) == SCORED:
-            continue  # enough to score: only a word-for-word entry could still come first
+            continue  # enough to score (reported ones are still counted)
         entry = json.loads(raw)
         if asked is not None:
             theirs = semantic_scores.candidate_features(near[index], entry["question"])
@@ -250,20 +253,10 @@ async def lookup(
         accepted.append((index, entry))
     if match is None and accepted:
         slot, match = await _best_scored(
-            slot, accepted, near, confirmed, floor, bound, cosines, probabilities
+            slot, accepted, near, confirmed, floor, bound, (verdicts, cosines, probabilities)
         )
-    if team_id is not None:
-        lookup_log.record(
-            team_id,
-            lookup_log.LookupSample(
-                tuple(cosines),
-                tuple(verdicts),
-                threshold,
-                verify_enabled,
-                tuple(probabilities),
-                bound,
-            ),
-        )
+    rows = list(zip(cosines, verdicts, probabilities, strict=True))
+    lookup_log.record_candidates(team_id, rows, threshold, verify_enabled, bound)
     return Lookup(match, slot)
 
 
@@ -274,12 +267,12 @@ async def _best_scored(
     confirmed: list[Any],
     floor: float,
     bound: float | None,
-    cosines: list[float | None],
-    probabilities: list[float | None],
+    logged: tuple[list[bool | None], list[float | None], list[float | None]],
 ) -> tuple[SemanticSlot, SemanticMatch | None]:
     """Score the accepted candidates by MiniLM's cosine (embedding the question if the
     slot has no vector yet) and take the best one over the floor and within the bound.
     Fills in cosines and probabilities, by candidate index, for the lookup log."""
+    verdicts, cosines, probabilities = logged
     if slot.vector is None:
         vector = await semantic_scores.question_vector(slot.question)
         if vector is None:
@@ -296,9 +289,11 @@ async def _best_scored(
     for similarity, index, entry in sorted(scored, key=lambda s: -s[0]):
         if similarity < floor:
             break
-        if bound is not None or len(slot.question) <= LONG_QUESTION_CHARS:
-            # Decisive under a bound; logged for the preview of one otherwise (about 10
-            # us for a short question, up to 0.5 ms for a long one).
+        short = len(slot.question) <= LONG_QUESTION_CHARS
+        if verdicts[index] and (bound is not None or short):
+            # Decisive under a bound (verification is on); logged for the preview of one
+            # otherwise (about 10 us for a short question, up to 0.5 ms for a long one).
+            # Only for a verified candidate: the table is measured on verified pairs.
             probabilities[index] = semantic_scores.false_hit_probability(
                 slot.question, entry["question"], similarity, confirmed[index]
             )

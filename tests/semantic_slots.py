@@ -7,6 +7,6 @@ from inference.embeddings import Vector
 
 
 async def probed_slot(context: str, question: str, vector: Vector | None = None) -> SemanticSlot:
-    slot = await semantic.probed(SemanticSlot.of(context, question, None, vector))
+    slot = await semantic.probed(SemanticSlot.of(context, question, vector=vector))
     assert slot is not None, "the probe table is prepared by `make worker`"
     return slot

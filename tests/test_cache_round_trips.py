@@ -29,7 +29,7 @@ REPLY = CachedReply("Paris.", "stop", 12, 2)
 def _plan(name: str) -> CachePlan:
     vector = np.zeros(384, dtype=np.float32)
     vector[len(name) % 384] = 1.0
-    slot = SemanticSlot.of(f"context-{name}", f"What is the capital of {name}?", None, vector)
+    slot = SemanticSlot.of(f"context-{name}", f"What is the capital of {name}?", vector=vector)
     key = f"sluice:cache:exact:{name}"
     own = (
         EntryRef(responses.namespace("exact", TEAM), key),

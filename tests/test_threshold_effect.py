@@ -296,6 +296,74 @@ def test_a_lookup_logs_the_false_hit_probability_of_what_it_verified(
 
 
 @pytest.mark.live
+def test_a_lookup_without_verification_logs_no_false_hit_probability(
+    redis_url: str, minilm: OnnxMiniLM
+) -> None:
+    """The false-hit table is measured on verified pairs: a candidate nobody verified has
+    no probability, or the bound's preview would count it as answering."""
+
+    async def scenario() -> None:
+        budget = eviction.Budget("semantic:9", 10_000_000)
+        question = "How do I reset my password?"
+        slot = await probed_slot(CONTEXT, question, minilm.embed_batch([question])[0])
+        await semantic.store(slot, reply("answer"), budget, 600, 10)
+        rewording = "How do I reset my password please?"
+        vector = minilm.embed_batch([rewording])[0]
+        await semantic.lookup(await probed_slot(CONTEXT, rewording, vector), 0.92, False, 9)
+        await lookup_log.drain()
+
+    asyncio.run(scenario())
+    [record] = logged(redis_url, 9)
+    assert record["v"][0] is None and record["c"][0] >= 0.92
+    assert "p" not in record
+
+
+@pytest.mark.live
+def test_a_question_asked_before_word_for_word_answers_whatever_the_search_finds(
+    redis_url: str,
+) -> None:
+    """Its own entry is read beside the search, not found by it: the probe gives the same
+    vector to the same words in another order, and a set of 16 such twins would hide it."""
+
+    async def scenario() -> semantic.Lookup:
+        budget = eviction.Budget("semantic:10", 10_000_000)
+        words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+        for shift in range(5):
+            for swap in range(5):
+                order = words[shift:] + words[:shift]
+                order[0], order[swap] = order[swap], order[0]
+                twin = await probed_slot(CONTEXT, " ".join(order))
+                await semantic.store(twin, reply(" ".join(order)), budget, 600, 10)
+        asked = " ".join(reversed(words))
+        await semantic.store(await probed_slot(CONTEXT, asked), reply("mine"), budget, 600, 10)
+        found = await semantic.lookup(await probed_slot(CONTEXT, asked), 0.92, True, 10)
+        await lookup_log.drain()
+        return found
+
+    found = asyncio.run(scenario())
+    assert found.match is not None and found.match.reply.content == "mine"
+    assert found.match.similarity == 1.0 and found.slot.vector is None  # nothing embedded
+    [record] = logged(redis_url, 10)
+    assert record["c"] == [1.0] and record["v"] == [1] and record["p"] == [0.0]
+
+
+@pytest.mark.unit
+def test_candidates_never_scored_count_under_every_threshold() -> None:
+    # Verification rejected the nearest by probe (no cosine); the next one was scored.
+    scored_after_a_rejection = LookupSample((None, 0.95), (False, True), 0.92, True)
+    never_scored = LookupSample((None, None), (False, None), 0.92, True)
+    samples = [scored_after_a_rejection, never_scored]
+    assert predict(samples, 0.90, True).hit_rate == pytest.approx(0.5)
+    assert predict(samples, 0.50, False).hit_rate == pytest.approx(0.5)
+    with_bound = LookupSample((None, 0.95), (False, True), 0.92, True, (None, 0.01), 0.02)
+    assert threshold_effect.predict_bound([with_bound], 0.02).hit_rate == 1.0
+    # Rejections have no band: an unjudged candidate gets the overall acceptance rate.
+    unjudged = LookupSample((0.93,), (None,), 0.92, False)
+    assert threshold_effect.AcceptanceRates([*samples, unjudged]).estimate(0.93) == 0.5
+    assert predict([*samples, unjudged], 0.92, True).estimated == 1
+
+
+@pytest.mark.live
 @pytest.mark.django_db
 def test_preview_of_a_proposed_bound_shows_its_hit_rate_and_predicted_error(
     staff_client: Client,

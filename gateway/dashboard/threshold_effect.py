@@ -2,12 +2,15 @@
 
 Two figures, from two different sources:
 - hit rate: measured on the team's own recent semantic lookups (caching/lookup_log.py:
-  the cosines of the up-to-4 candidates of each lookup and verify()'s verdicts). A lookup
-  is a hit at threshold t when some candidate has cosine >= t and (verification on) is
-  accepted. Candidates verification never saw (below the threshold then in force, or
-  entry gone) get the acceptance rate observed on evaluated candidates in the same cosine
-  band, else in the nearest band that has verdicts; the preview says how many were
-  estimated. With no verdict at all, they count as accepted: an upper bound.
+  each lookup's candidates, MiniLM's cosine for those it scored, verify()'s verdicts). A
+  lookup is a hit at threshold t when some candidate has cosine >= t and (verification
+  on) is accepted. A candidate never scored (rejected by verification first, past the 4
+  scored, or under the probe floor of the threshold then in force) has no cosine and
+  counts under every threshold: lowering the threshold is under-predicted. Candidates
+  verification never saw (verification off then) get the acceptance rate observed on
+  evaluated candidates in the same cosine band, else in the nearest band that has
+  verdicts; the preview says how many were estimated. With no verdict at all, they count
+  as accepted: an upper bound.
 - precision: not measurable on live traffic (nobody labels it), so it is read from the
   benchmark table below, interpolated between measured thresholds.
 

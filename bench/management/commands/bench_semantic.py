@@ -88,7 +88,7 @@ class Command(BaseCommand):
             for question, vector in zip(batch, embedder.embed_batch(batch), strict=True):
                 kept = vector if vectors else None
                 slot = await semantic.probed(
-                    semantic.SemanticSlot.of(CONTEXT, question, None, kept)
+                    semantic.SemanticSlot.of(CONTEXT, question, vector=kept)
                 )
                 assert slot is not None
                 await semantic.store(slot, reply, budget, 3600, 1)
