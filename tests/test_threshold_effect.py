@@ -359,7 +359,9 @@ def test_candidates_never_scored_count_under_every_threshold() -> None:
     assert threshold_effect.predict_bound([with_bound], 0.02).hit_rate == 1.0
     # Rejections have no band: an unjudged candidate gets the overall acceptance rate.
     unjudged = LookupSample((0.93,), (None,), 0.92, False)
-    assert threshold_effect.AcceptanceRates([*samples, unjudged]).estimate(0.93) == 0.5
+    # (three verdicts, one acceptance)
+    estimate = threshold_effect.AcceptanceRates([*samples, unjudged]).estimate(0.93)
+    assert estimate == pytest.approx(1 / 3)
     assert predict([*samples, unjudged], 0.92, True).estimated == 1
 
 
