@@ -231,7 +231,6 @@ async def lookup(
     cosines: list[float | None] = [None] * count
     probabilities: list[float | None] = [None] * count
     accepted: list[tuple[int, dict[str, Any]]] = []
-    match = None
     asked = analyze(slot.question) if verify_enabled and near else None
     for index, raw in enumerate(entries):
         if raw is None:
@@ -251,7 +250,8 @@ async def lookup(
                 metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
                 continue
         accepted.append((index, entry))
-    if match is None and accepted:
+    match = None
+    if accepted:
         slot, match = await _best_scored(
             slot, accepted, near, confirmed, floor, bound, (verdicts, cosines, probabilities)
         )
