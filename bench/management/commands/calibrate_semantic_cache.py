@@ -4,11 +4,14 @@ adversarial pairs and the generated pairs' development half, never a held-out ha
 
 The int8 model the gateway serves embeds the pairs (about 30 s on one core). Run it again
 after changing verification, the evidence cells or the development data, then commit the
-table and `manage.py cache_precision`'s new figures together.
+table, the cosines it was measured with (bench/data/development_cosines.npy: the tests
+rebuild the table from them, as int8 results differ slightly from CPU to CPU) and
+`manage.py cache_precision`'s new figures together.
 """
 
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
@@ -22,11 +25,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--out", default=str(MODEL_FILE))
+        parser.add_argument("--cosines", default=str(calibration.RECORDED_COSINES))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        table = calibration.measure_development(OnnxMiniLM(settings.EMBEDDING_MODEL_DIR))
+        cosines = calibration.development_cosines(OnnxMiniLM(settings.EMBEDDING_MODEL_DIR))
+        table = calibration.measure_development(cosines)
         with open(options["out"], "w", encoding="utf-8") as handle:
             handle.write(table.encode())
+        np.save(options["cosines"], cosines)
         self.stdout.write("| cell | false hits | pairs | false-hit probability |")
         self.stdout.write("|---|---|---|---|")
         for cell, (false, seen) in sorted(table.cells.items()):
