@@ -24,7 +24,8 @@ from caching import eviction, exact, semantic, semantic_keys, stats
 from caching.exact import CacheDirectives, CachedReply, CacheUnavailable
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, policy_for_team
-from caching.semantic import SemanticMatch, SemanticSlot, SemanticUnavailable
+from caching.semantic import SemanticMatch, SemanticUnavailable
+from caching.semantic_keys import ENTRY_PREFIX, SemanticSlot
 from foundation import metrics
 from foundation.redis_clients import (
     REDIS_FAILURES,
@@ -165,7 +166,7 @@ def _own_entries(
     entries = [EntryRef(namespace("exact", team_id), key)]
     if context is not None and question is not None:
         element = semantic_keys.element_id(context, question)
-        entries.append(EntryRef(namespace("semantic", team_id), semantic.ENTRY_PREFIX + element))
+        entries.append(EntryRef(namespace("semantic", team_id), ENTRY_PREFIX + element))
     return tuple(entries)
 
 
@@ -180,7 +181,8 @@ def _slot(
         if semantic_keys.question_too_long(chat):
             metrics.labelled(metrics.semantic_skips, "too_long").inc()
         return None
-    return SemanticSlot.of(context, question)
+    verified = policy.verify_enabled or policy.max_false_hit_rate is not None
+    return SemanticSlot.of(context, question, verified=verified)
 
 
 async def _first_look(

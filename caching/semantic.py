@@ -1,8 +1,9 @@
 """The semantic cache: answer a question asked before in other words, never a different one.
 
 Only the last user message is compared, within its context (caching/semantic_keys.py):
-each context has its own Redis 8 vector set, so a follow-up is only ever compared with
-follow-ups in the same conversation of the same team.
+each context has its own Redis 8 vector sets, so a follow-up is only ever compared with
+follow-ups in the same conversation of the same team; where lookups verify, one set per
+set of anchors (numbers, dates, negations), which verification requires to be equal.
 
 A candidate must clear two bars: verify() (caching/verify/), which rejects the
 near-misses embeddings confuse (negation, numbers, dates, names, swapped roles), and
@@ -26,8 +27,11 @@ with its probe alone; one that was embedded keeps its MiniLM vector in its entry
 key is the asking team's own context key: nothing here touches another team's contexts.
 
 Layout under CACHE_REDIS_URL:
-    sluice:cache:sem:probes:<context sha256> vector set of probe vectors (int8), elements
-                                             are entry ids
+    sluice:cache:sem:probes:<context sha256>[:<anchors>]
+                                             vector set of probe vectors (int8), elements
+                                             are entry ids; where lookups verify, one set
+                                             per context and set of anchors (numbers,
+                                             dates, negations: semantic_keys.partition())
     sluice:cache:sem:entry:<entry sha256>    JSON {question, reply, vector: MiniLM's,
                                              base64 float32, if it was embedded}
     sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
@@ -50,18 +54,15 @@ import redis.asyncio as aioredis
 
 from caching import eviction, evidence, lookup_log, semantic_scores
 from caching.exact import CachedReply
-from caching.semantic_keys import LONG_QUESTION_CHARS, element_id
+from caching.semantic_keys import ENTRY_PREFIX, LONG_QUESTION_CHARS, SemanticSlot
 from caching.verify.features import analyze
 from caching.verify.verdict import verify_analyzed
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
-from inference.embeddings import EmbedderUnavailable, Vector
+from inference.embeddings import EmbedderUnavailable
 from inference.probe_embeddings import loaded_probe_embedder
 
 logger = logging.getLogger(__name__)
-# A new probe recipe (dimensions, weighting) needs a new prefix: old sets hold another basis.
-SET_PREFIX = "sluice:cache:sem:probes:"
-ENTRY_PREFIX = "sluice:cache:sem:entry:"
 REPORTED_PREFIX = "sluice:cache:sem:reported:"
 CONFIRMED_PREFIX = "sluice:cache:sem:confirmed:"
 REPORTED_TTL_S = 366 * 24 * 3600  # outlives any entry (a policy's max_age_s: a year at most)
@@ -83,42 +84,6 @@ PROBE_FLOORS = ((0.92, 0.70), (0.90, 0.68), (0.80, 0.60), (evidence.FLOOR, 0.55)
 
 class SemanticUnavailable(Exception):
     """Redis failed during a semantic lookup: the request goes on as a miss."""
-
-
-@dataclass(frozen=True)
-class SemanticSlot:
-    """Where a question lives: its context's vector set and its own entry; its probe vector
-    (what the set holds, inference/probe_embeddings.py) once probed, and its MiniLM vector
-    once a lookup scored a candidate for it (most never do)."""
-
-    set_key: str
-    element: str
-    question: str
-    probe: Vector | None = None
-    vector: Vector | None = None
-
-    @classmethod
-    def of(
-        cls,
-        context: str,
-        question: str,
-        *,
-        probe: Vector | None = None,
-        vector: Vector | None = None,
-    ) -> "SemanticSlot":
-        return cls(SET_PREFIX + context, element_id(context, question), question, probe, vector)
-
-    @property
-    def entry_key(self) -> str:
-        return ENTRY_PREFIX + self.element
-
-    def embedded(self, vector: Vector) -> "SemanticSlot":
-        return replace(self, vector=vector)
-
-    def probe_bytes(self) -> bytes:
-        if self.probe is None:
-            raise ValueError("the question is not probed yet: semantic.probed()")
-        return self.probe.tobytes()
 
 
 async def probed(slot: SemanticSlot) -> SemanticSlot | None:
@@ -231,7 +196,9 @@ async def lookup(
     cosines: list[float | None] = [None] * count
     probabilities: list[float | None] = [None] * count
     accepted: list[tuple[int, dict[str, Any]]] = []
-    asked = analyze(slot.question) if verify_enabled and near else None
+    asked = None
+    if verify_enabled and near:  # analyzed when the slot was made, if it partitions
+        asked = slot.features if slot.features is not None else analyze(slot.question)
     for index, raw in enumerate(entries):
         if raw is None:
             continue  # expired or evicted; its element goes at the next purge

@@ -9,9 +9,16 @@ options, and the asker's name where the message gives one.
 
 import hashlib
 import json
+from dataclasses import dataclass, field, replace
 
+from caching.verify.features import Features, analyze
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
+from inference.embeddings import Vector
+
+# A new probe recipe (dimensions, weighting) needs a new prefix: old sets hold another basis.
+SET_PREFIX = "sluice:cache:sem:probes:"
+ENTRY_PREFIX = "sluice:cache:sem:entry:"
 
 # A question is embedded whole (inference/embeddings.py reads up to 1,016 tokens window by
 # window and pools them), so two long questions that share their beginning differ by the
@@ -71,3 +78,65 @@ def context_key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> 
 
 def element_id(context: str, question: str) -> str:
     return hashlib.sha256(f"{context}\n{question}".encode()).hexdigest()
+
+
+def partition(features: Features) -> str:
+    """Which of its context's vector sets a verified question goes in: one per set of
+    anchors, the things verification requires a candidate to share exactly (its numbers,
+    its dates and its count of negations: caching/verify/verdict.py), so that a lookup
+    only ever searches questions it could accept. Templated traffic ("Summarize ticket
+    4411", "Say hello, request 93") then never searches the other values' questions, which
+    crowded out real candidates and made every search the HNSW graph's worst case (vectors
+    that differ in a number); a value seen for the first time finds its set empty (EXISTS)
+    and costs no search at all. "" (the context's own set) for a question without anchors.
+    A hash, like every key here: key names never show a question's content."""
+    numbers = sorted(features.numbers)
+    if not numbers and not features.dates and not features.negations:
+        return ""
+    anchors = [*numbers, "", *sorted(features.dates), "", str(features.negations)]
+    return hashlib.sha256("\n".join(anchors).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class SemanticSlot:
+    """Where a question lives: its context's vector set (its anchors' one when lookups
+    verify: partition()) and its own entry; its probe vector (what the set holds,
+    inference/probe_embeddings.py) once probed, and its MiniLM vector once a lookup scored
+    a candidate for it (most never do)."""
+
+    set_key: str
+    element: str
+    question: str
+    probe: Vector | None = None
+    vector: Vector | None = None
+    features: Features | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        context: str,
+        question: str,
+        *,
+        verified: bool = True,
+        probe: Vector | None = None,
+        vector: Vector | None = None,
+    ) -> "SemanticSlot":
+        """verified: whether lookups in this context verify their candidates (a team's
+        policy, always under an error bound). Without verification every question of the
+        context shares one set: any of them may then answer any other."""
+        features = analyze(question) if verified else None
+        part = partition(features) if features is not None else ""
+        set_key = SET_PREFIX + context + (f":{part}" if part else "")
+        return cls(set_key, element_id(context, question), question, probe, vector, features)
+
+    @property
+    def entry_key(self) -> str:
+        return ENTRY_PREFIX + self.element
+
+    def embedded(self, vector: Vector) -> "SemanticSlot":
+        return replace(self, vector=vector)
+
+    def probe_bytes(self) -> bytes:
+        if self.probe is None:
+            raise ValueError("the question is not probed yet: semantic.probed()")
+        return self.probe.tobytes()

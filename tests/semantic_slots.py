@@ -2,7 +2,7 @@
 a test already has one (a lookup then scores without embedding the question again)."""
 
 from caching import semantic
-from caching.semantic import SemanticSlot
+from caching.semantic_keys import SemanticSlot
 from inference.embeddings import Vector
 
 

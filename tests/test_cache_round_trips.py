@@ -17,7 +17,7 @@ from caching.exact import CachedReply
 from caching.outcome import Outcome
 from caching.policy import default_settings
 from caching.responses import CachePlan, EntryRef
-from caching.semantic import SemanticSlot
+from caching.semantic_keys import SemanticSlot
 from foundation import redis_clients
 from tests.test_redis_batch import CountingBatcher
 

@@ -65,22 +65,25 @@ def test_a_paraphrase_is_answered_from_the_semantic_cache(platform, original, pa
 
 
 # Each pair scores at least 0.92 cosine on MiniLM: only verification keeps them apart.
+# "anchors": they differ in a negation or a date, which verification requires to be equal,
+# so each lives in its own vector set (caching/semantic_keys.py, partition()) and the
+# other is never even a candidate.
 @pytest.mark.parametrize(
     ("original", "near_miss", "reason"),
     [
-        ("Cancel my subscription", "Don't cancel my subscription", "negation"),
-        ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?", "negation"),
+        ("Cancel my subscription", "Don't cancel my subscription", "anchors"),
+        ("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?", "anchors"),
         ("Convert 5 kilometres to miles", "Convert 5 miles to kilometres", "roles"),
         ("Book a flight from Paris to London", "Book a flight from London to Paris", "roles"),
         (
             "What was the weather in Paris yesterday?",
             "What was the weather in Paris today?",
-            "dates",
+            "anchors",
         ),
         (
             "Summarise the meeting notes from Monday",
             "Summarise the meeting notes from Tuesday",
-            "dates",
+            "anchors",
         ),
     ],
     ids=["negation", "inserted-not", "swapped-units", "swapped-cities", "relative-date", "weekday"],
@@ -91,9 +94,15 @@ def test_a_near_miss_goes_to_the_model(platform, original, near_miss, reason):
     before = generations(platform)
     assert ask(client, near_miss)[1] == "miss"
     assert generations(platform) == before + 1
-    # It was found above the threshold, and verification turned it down for this reason.
-    rejected = f'sluice_cache_semantic_rejections_total{{reason="{reason}"}}'
-    assert metric_lines(platform)[rejected] == 1
+    rejections = {
+        name: count
+        for name, count in metric_lines(platform).items()
+        if name.startswith("sluice_cache_semantic_rejections_total")
+    }
+    if reason == "anchors":
+        assert not any(rejections.values())
+    else:  # found above the threshold, and verification turned it down for this reason
+        assert rejections[f'sluice_cache_semantic_rejections_total{{reason="{reason}"}}'] == 1
 
 
 def test_a_follow_up_never_gets_the_answer_from_another_conversation(platform):

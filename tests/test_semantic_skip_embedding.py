@@ -8,6 +8,7 @@ In process, against the real bundled Redis 8, the real probe table and the real 
 MiniLM, whose embed() is wrapped to count the questions it is given."""
 
 import asyncio
+import dataclasses
 import gc
 import json
 import warnings
@@ -19,11 +20,12 @@ import numpy as np
 import pytest
 import redis
 
-from caching import lookup_log, responses, semantic, semantic_keys, semantic_scores
+from caching import lookup_log, responses, semantic_keys, semantic_scores
 from caching.exact import CacheDirectives, CachedReply
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, default_settings
 from caching.responses import CachePlan
+from caching.semantic_keys import SemanticSlot
 from foundation import metrics, redis_clients
 from foundation.redis_batch import CommandBatcher
 from inference import embeddings
@@ -117,9 +119,8 @@ async def ask_and_keep(
 
 
 def set_key(question: str, context: list[dict[str, Any]] | None = None, team: int = TEAM) -> str:
-    return semantic.SET_PREFIX + semantic_keys.context_key(
-        team, DEPLOYMENT, chat(question, context)
-    )
+    context_key = semantic_keys.context_key(team, DEPLOYMENT, chat(question, context))
+    return SemanticSlot.of(context_key, question).set_key
 
 
 def cache(redis_url: str) -> redis.Redis:
@@ -171,23 +172,68 @@ def test_a_miss_with_no_near_candidate_embeds_nothing_and_is_stored_by_its_probe
     assert "vector" not in entry
 
 
-def test_a_near_miss_that_verification_rejects_embeds_nothing(redis_url, embedded):
-    """The benchmark's deterministic misses: questions that differ only in a number. The
-    probe finds the earlier ones, verification turns each down, MiniLM never runs."""
+def test_questions_that_differ_in_a_number_never_search_each_other(redis_url, embedded):
+    """The benchmark's deterministic misses: questions that differ only in a number. Each
+    goes to its context's set for its numbers, which verification requires to be equal:
+    every lookup finds its own set empty, so nothing is searched or embedded."""
 
-    async def scenario(recording: RecordingBatcher) -> list[CachePlan]:
-        return [
+    async def scenario(recording: RecordingBatcher) -> tuple[list[CachePlan], list[str]]:
+        plans = [
             await ask_and_keep(f"Say hello to the benchmark, run {n}.", request_id=f"c-{n}")
             for n in range(1, 6)
         ]
+        return plans, [name for pipeline in recording.pipelines for name, _ in pipeline]
 
-    plans = run(scenario)
+    plans, sent = run(scenario)
 
     assert [plan.result for plan in plans] == [Outcome.MISS] * 5
-    assert embedded == []
-    logged = [json.loads(r) for r in cache(redis_url).lrange(lookup_log.key(TEAM), 0, -1)]
-    newest = max(logged, key=lambda sample: len(sample["c"]))
-    assert newest["v"] == [0] * 4 and newest["c"] == [None] * 4
+    assert embedded == [] and "VSIM" not in sent and sent.count("VADD") == 5
+    keys = {plan.slot.set_key for plan in plans if plan.slot is not None}
+    assert len(keys) == 5 and all(cache(redis_url).exists(key) for key in keys)
+
+
+def test_a_question_with_the_same_numbers_is_searched_for_in_their_set(redis_url, embedded):
+    async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[tuple[str, Any]]]:
+        await ask_and_keep("How many days are in 3 weeks?", request_id="chatcmpl-1")
+        await ask_and_keep("How many days are in 4 weeks?", request_id="chatcmpl-2")
+        recording.pipelines.clear()
+        plan = await ask_and_keep("How many days do 3 weeks have?", request_id="chatcmpl-3")
+        return plan, [command for pipeline in recording.pipelines for command in pipeline]
+
+    plan, sent = run(scenario)
+
+    searched = [key for name, key in sent if name == "VSIM"]
+    assert searched == [set_key("How many days are in 3 weeks?")]
+    assert searched[0] != set_key("How many days are in 4 weeks?")
+    # verification accepted the one candidate there: both were embedded to score it
+    assert embedded == ["How many days do 3 weeks have?", "How many days are in 3 weeks?"]
+    assert plan.result == Outcome.HIT_SEMANTIC
+
+
+def test_without_verification_a_changed_number_is_a_candidate(
+    redis_url: str, embedded: list[str], monkeypatch: pytest.MonkeyPatch, policy: CacheSettings
+) -> None:
+    """A team that turned verification off has one set per context, as before partitions:
+    cosine alone decides, so the question that differs in a number is scored."""
+    unverified = dataclasses.replace(policy, verify_enabled=False)
+
+    async def policy_for_team(team_id: int) -> CacheSettings:
+        return unverified
+
+    monkeypatch.setattr(responses, "policy_for_team", policy_for_team)
+
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("Say hello to the benchmark, run 1.", request_id="chatcmpl-1")
+        return await ask_and_keep("Say hello to the benchmark, run 2.", request_id="chatcmpl-2")
+
+    plan = run(scenario)
+
+    assert plan.result == Outcome.HIT_SEMANTIC  # what turning verification off means
+    shared = semantic_keys.SET_PREFIX + semantic_keys.context_key(
+        TEAM, DEPLOYMENT, chat("Say hello to the benchmark, run 1.")
+    )
+    assert cache(redis_url).execute_command("VCARD", shared) == 1
+    assert embedded == ["Say hello to the benchmark, run 2.", "Say hello to the benchmark, run 1."]
 
 
 def test_a_question_its_lookup_embedded_is_stored_with_that_vector(redis_url, embedded):

@@ -26,7 +26,7 @@ from tests.staff import tuning_staff
 from tests.test_dashboard import cache_form_values
 
 CONTEXT = "c" * 64
-STORED = ["Cancel my subscription", "How do I reset my password?"]
+STORED = ["Book a flight from Paris to London", "How do I reset my password?"]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxM
             await semantic.store(slot, reply(f"answer to {question}"), budget, 600, 10)
         matches = []
         for question, context in [
-            ("Don't cancel my subscription", CONTEXT),  # near-miss
+            ("Book a flight from London to Paris", CONTEXT),  # near-miss: roles
             ("how do i reset my password", CONTEXT),  # paraphrase
             ("Anything at all", "d" * 64),
         ]:  # an empty context
@@ -83,7 +83,7 @@ def test_each_lookup_of_a_team_leaves_numbers_only(redis_url: str, minilm: OnnxM
     assert hit["c"][0] >= 0.92 and hit["v"][0] == 1
     # No text of the team's: only numbers (and the four keys) are kept.
     raw = json.dumps(newest_first)
-    assert not any(word in raw for word in ("subscription", "password", "Anything"))
+    assert not any(word in raw for word in ("Paris", "password", "Anything"))
     client = redis.Redis.from_url(redis_url)
     assert 0 < client.ttl(lookup_log.key(7)) <= lookup_log.WINDOW_S
     assert not client.exists(lookup_log.key(0))

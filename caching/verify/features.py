@@ -30,6 +30,11 @@ class Features:
     negations: int
     units: set[str]
 
+    @property
+    def numbers(self) -> set[str]:
+        """Its numbers ("=5") and ordinals ("#3")."""
+        return {w for w in self.seq if w[0] in "=#"}
+
 
 def analyze(text: str) -> Features:
     """The features of one text (see Features)."""

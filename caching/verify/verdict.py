@@ -56,12 +56,12 @@ def verify_analyzed(q: Features, c: Features) -> Verdict:
     question, and analyzing the two texts is most of each check's cost."""
     if q.negations != c.negations:
         return Verdict(False, "negation")
-    numbers = {w for w in q.seq if w[0] in "=#"}
+    # Numbers, dates and negations must be equal, each text's own: the semantic cache
+    # partitions its vector sets by them (caching/semantic_keys.py, partition()).
+    numbers = q.numbers
     # units only when both name some: a unit on one side is often the answer's ("how many
     # liters of water a day" asks what "how much water a day" does)
-    if numbers != {w for w in c.seq if w[0] in "=#"} or (
-        q.units and c.units and q.units != c.units
-    ):
+    if numbers != c.numbers or (q.units and c.units and q.units != c.units):
         return Verdict(False, "numbers")
     if q.dates != c.dates:
         return Verdict(False, "dates")

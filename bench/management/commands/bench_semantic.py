@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from bench.semantic_evaluation import sts_b_pairs
 from caching import eviction, semantic
 from caching.exact import CachedReply
+from caching.semantic_keys import SemanticSlot
 from foundation import embedded_redis
 from foundation.redis_clients import reset_clients
 from inference.embeddings import OnnxMiniLM
@@ -87,9 +88,7 @@ class Command(BaseCommand):
             batch = questions[start : start + 64]
             for question, vector in zip(batch, embedder.embed_batch(batch), strict=True):
                 kept = vector if vectors else None
-                slot = await semantic.probed(
-                    semantic.SemanticSlot.of(CONTEXT, question, vector=kept)
-                )
+                slot = await semantic.probed(SemanticSlot.of(CONTEXT, question, vector=kept))
                 assert slot is not None
                 await semantic.store(slot, reply, budget, 3600, 1)
 
@@ -103,7 +102,7 @@ class Command(BaseCommand):
             nonlocal hits, embedded
             for question in pending:
                 began = time.perf_counter()
-                slot = await semantic.probed(semantic.SemanticSlot.of(CONTEXT, question))
+                slot = await semantic.probed(SemanticSlot.of(CONTEXT, question))
                 probed = time.perf_counter()
                 assert slot is not None
                 found = await semantic.lookup(
