@@ -62,8 +62,10 @@ class ProbeEmbedder:
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         if len(ids) > MAX_POOLED_TOKENS:
             return None
-        pooled = self._table[ids or self._unknown].mean(axis=0)
-        unit: Vector = (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+        # The sum, not the mean: made unit length anyway (a third less time than mean and
+        # linalg.norm, measured: this runs for every question the semantic cache keeps).
+        pooled = np.add.reduce(self._table[ids or self._unknown], axis=0)
+        unit: Vector = pooled * np.float32(1.0 / max(float(np.sqrt(pooled @ pooled)), 1e-12))
         return unit
 
 
