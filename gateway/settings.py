@@ -99,6 +99,16 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory: tests start other processes that must see the same test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    # `make run` runs several processes on this one file (web, scraper, autoscaler, Celery).
+    # WAL lets them read while one writes; IMMEDIATE takes the write lock when a transaction
+    # begins, where a deferred one that read first fails at once with "database is locked"
+    # if another process wrote meanwhile (seen: the autoscaler registering the embedded
+    # worker at start-up, on a busy machine); a writer waits up to 20 s for the lock, not 5.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: quotas, key records, Channels layer, Celery broker. `make run` starts the bundled
