@@ -41,7 +41,10 @@ lua/gdsf_common.lua prepended), so concurrent gateways never see a half-updated 
 Semantic entries name a vector-set element: the caller VADDs it before admit(), and from
 then on it is removed (VREM) with the entry: on eviction, expiry, forget(), or when the
 admission itself is refused. Until the next purge an expired element may still be found
-by VSIM; its reply is gone, so the lookup simply misses.
+by VSIM; its reply is gone, so the lookup simply misses. With element_bytes (alone, among
+others) the entry is also charged what its element adds to Redis's memory, by whether the
+set holds other elements when it is admitted: a vector set's own overhead is not shared
+by a set of one.
 """
 
 import logging
@@ -120,6 +123,7 @@ async def admit(
     *,
     vector_set: str | None = None,
     element: str | None = None,
+    element_bytes: tuple[int, int] | None = None,
 ) -> Admission:
     """Store value under key for ttl_s seconds, evicting lower-value entries to fit.
 
@@ -128,7 +132,7 @@ async def admit(
     evicting that many, and a refused replacement leaves the key empty. Re-admitting a key
     replaces the entry (its bytes are counted once; its hit count is kept).
     """
-    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element)
+    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element, element_bytes)
     return _admission(budget, await _run(client, "admit", keys, args))
 
 
@@ -142,10 +146,11 @@ def admit_in_batch(
     *,
     vector_set: str | None = None,
     element: str | None = None,
+    element_bytes: tuple[int, int] | None = None,
 ) -> Coroutine[Any, Any, Admission]:
     """admit(), its script already in this event-loop turn's batch when this returns (so
     commands submitted next run after it, in the same round trip); await the Admission."""
-    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element)
+    keys, args = _admit_call(budget, key, value, ttl_s, cost, vector_set, element, element_bytes)
     return _admitted(budget, _script("admit").submitted(batch, keys, args))
 
 
@@ -161,6 +166,7 @@ def _admit_call(
     cost: int,
     vector_set: str | None,
     element: str | None,
+    element_bytes: tuple[int, int] | None = None,
 ) -> tuple[list[str], list[str | int]]:
     if ttl_s < 1:
         raise ValueError("ttl_s must be at least 1 second")
@@ -179,6 +185,8 @@ def _admit_call(
     if vector_set is not None and element is not None:
         keys.append(vector_set)
         args.append(element)
+        if element_bytes is not None:
+            args.extend(element_bytes)
     return keys, args
 
 

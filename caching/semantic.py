@@ -80,6 +80,11 @@ SEARCH_EF = 50
 # is under the first for 199 pairs in 200 of every development set (`manage.py
 # probe_retrieval`, docs/benchmarks.md): not worth verifying or embedding.
 PROBE_FLOORS = ((0.92, 0.70), (0.90, 0.68), (0.80, 0.60), (evidence.FLOOR, 0.55))
+# What an entry's probe adds to the cache Redis's memory, charged to the team's budget with
+# the entry: alone in its set (a question whose anchors no other has: a templated id) and
+# among others (`INFO memory` over 2,000 128-dimension int8 probes each way: 3,193 and 957
+# bytes an element, docs/benchmarks.md).
+ELEMENT_BYTES = (3200, 1000)
 
 
 class SemanticUnavailable(Exception):
@@ -346,6 +351,7 @@ async def store(
         cost,
         vector_set=slot.set_key,
         element=slot.element,
+        element_bytes=ELEMENT_BYTES,
     )
     # A set with no entries left must not linger: it lives as long as its newest entry.
     extended = batch.submit("EXPIRE", slot.set_key, ttl_s, "GT")

@@ -350,3 +350,32 @@ def test_a_lowered_budget_is_reached_over_several_bounded_admissions(redis_url, 
         assert stats.used_bytes == 1000 * stats.entries <= shrunk.max_bytes
 
     run(redis_url, scenario)
+
+
+def test_a_semantic_entry_is_charged_its_vector_element_alone_or_among_others(redis_url):
+    """A vector set's own overhead is not shared by a set of one: the first element of a
+    set is charged the larger figure, a later one the smaller, each given back with it."""
+    budget = Budget("semantic:team:12", 100_000)
+    charges = (3000, 900)
+
+    async def scenario(client: aioredis.Redis) -> list[int]:
+        used = []
+        for element in ("el-a", "el-b"):
+            await vadd(client, element)
+            await admit(
+                client,
+                budget,
+                f"entry-{element}",
+                value_of(1000),
+                60,
+                cost=1,
+                vector_set=VSET,
+                element=element,
+                element_bytes=charges,
+            )
+            used.append((await usage(client, budget.namespace)).used_bytes)
+        await forget(client, budget.namespace, "entry-el-a")
+        used.append((await usage(client, budget.namespace)).used_bytes)
+        return used
+
+    assert run(redis_url, scenario) == [4000, 4000 + 1900, 1900]

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import redis
 
-from caching import lookup_log, responses, semantic_keys, semantic_scores
+from caching import eviction, lookup_log, responses, semantic, semantic_keys, semantic_scores
 from caching.exact import CacheDirectives, CachedReply
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, default_settings
@@ -39,6 +39,7 @@ DEPLOYMENT = DeploymentInfo("small-model", Decimal(0), Decimal(0), created=0)
 SYSTEM = {"role": "system", "content": "Answer briefly."}
 REPLY = CachedReply("Paris.", "stop", 12, 2)
 LOOKUP = CacheDirectives()
+NAMESPACE = responses.namespace("semantic", TEAM)
 
 
 def chat(question: str, context: list[dict[str, Any]] | None = None) -> ChatRequest:
@@ -190,6 +191,27 @@ def test_questions_that_differ_in_a_number_never_search_each_other(redis_url, em
     assert embedded == [] and "VSIM" not in sent and sent.count("VADD") == 5
     keys = {plan.slot.set_key for plan in plans if plan.slot is not None}
     assert len(keys) == 5 and all(cache(redis_url).exists(key) for key in keys)
+
+
+def test_each_entry_is_charged_what_its_probe_costs_alone_or_in_a_shared_set(redis_url, embedded):
+    questions = [
+        "How many days are in 3 weeks?",
+        "How many hours are in 3 days?",  # the same anchors: the same set
+        "How many days are in 4 weeks?",
+    ]
+
+    async def scenario(recording: RecordingBatcher) -> list[CachePlan]:
+        return [await ask_and_keep(q, request_id=f"c-{n}") for n, q in enumerate(questions)]
+
+    plans = run(scenario)
+
+    client = cache(redis_url)
+    values = [client.get(plan.slot.entry_key) for plan in plans if plan.slot is not None]
+    assert len(values) == 3 and all(values)
+    charged = run(lambda r: eviction.usage(redis_clients.async_cache_redis(), NAMESPACE))
+    alone, shared = semantic.ELEMENT_BYTES
+    expected = sum(eviction.entry_size(str(v)) for v in values) + 2 * alone + shared
+    assert charged.used_bytes == expected
 
 
 def test_a_question_with_the_same_numbers_is_searched_for_in_their_set(redis_url, embedded):

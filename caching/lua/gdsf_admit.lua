@@ -2,7 +2,8 @@
 -- KEYS: 1-4 the namespace index (gdsf_common.lua), 5 entry key, 6 vector set (optional)
 -- ARGV: 1 value, 2 size (bytes), 3 ttl (s), 4 cost (>= 1), 5 budget (bytes),
 --       6 most expired entries to purge, 7 most entries to evict,
---       8 vector-set element (with KEYS[6])
+--       8 vector-set element (with KEYS[6]), 9 and 10 (optional, with it) the bytes the
+--       element adds to Redis's memory alone in its set and among others, charged on top
 -- Returns {1, {evicted keys}}; {0, {}} when the entry alone exceeds the budget; or
 -- {0, {evicted keys}} when fitting it needs more than ARGV[7] evictions (after the budget
 -- was lowered, say): the entry is refused, and later admissions carry on evicting.
@@ -16,6 +17,10 @@ local size, ttl_s = tonumber(ARGV[2]), tonumber(ARGV[3])
 local cost, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
 local purge_limit, evict_limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
+if vset and ARGV[9] then  -- the caller VADDed it: a set of one is a set of its own
+  local alone = redis.call('VCARD', vset) <= 1
+  size = size + tonumber(alone and ARGV[9] or ARGV[10])
+end
 
 purge_expired(now, purge_limit, entry)  -- this entry expired: replaced below, not purged
 local old = read_meta(entry)
