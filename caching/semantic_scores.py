@@ -66,7 +66,9 @@ async def candidate_vector(element: str, entry: dict[str, Any]) -> Vector | None
 
 
 def candidate_features(element: str, question: str) -> Features:
-    """A stored candidate's text as verify() compares it, analyzed once per process."""
+    """A stored candidate's text as verify() compares it, analyzed once per process; a
+    question's own too, when its slot is made (caching/semantic_keys.py): the same entry
+    id once it is stored."""
     known = _candidate_features.get(element)
     if known is None:
         known = analyze(question)
