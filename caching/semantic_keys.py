@@ -12,12 +12,14 @@ import json
 from dataclasses import dataclass, field, replace
 
 from caching import semantic_scores
-from caching.verify.features import Features
+from caching.verify.features import Features, analyze
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
 from inference.embeddings import Vector
 
 # A new probe recipe (dimensions, weighting) needs a new prefix: old sets hold another basis.
+# A change to how verification reads numbers, dates or negations (caching/verify/) moves
+# questions to other sets: until their entries expire, only hits are lost.
 SET_PREFIX = "sluice:cache:sem:probes:"
 ENTRY_PREFIX = "sluice:cache:sem:entry:"
 
@@ -126,9 +128,14 @@ class SemanticSlot:
         policy, always under an error bound). Without verification every question of the
         context shares one set: any of them may then answer any other."""
         element = element_id(context, question)
-        # Analyzed once per process and question (15 to 50 us): an exact hit, asked again
-        # and again, makes its slot before its exact lookup. Keyed by entry id, so by team.
-        features = semantic_scores.candidate_features(element, question) if verified else None
+        features = None
+        if verified and len(question) <= LONG_QUESTION_CHARS:
+            # Remembered per process (15 to 50 us to make, 4,096 least recently used):
+            # an exact hit, asked again and again, makes its slot before its exact
+            # lookup. Keyed by entry id, so by team.
+            features = semantic_scores.candidate_features(element, question)
+        elif verified:
+            features = analyze(question)  # long: not worth keeping thousands of
         part = partition(features) if features is not None else ""
         set_key = SET_PREFIX + context + (f":{part}" if part else "")
         return cls(set_key, element, question, probe, vector, features)

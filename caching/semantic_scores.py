@@ -69,16 +69,16 @@ def candidate_features(element: str, question: str) -> Features:
     """A stored candidate's text as verify() compares it, analyzed once per process; a
     question's own too, when its slot is made (caching/semantic_keys.py): the same entry
     id once it is stored."""
-    known = _candidate_features.get(element)
+    known = _candidate_features.pop(element, None)
     if known is None:
         known = analyze(question)
-        _remember(_candidate_features, CANDIDATE_FEATURES, element, known)
+    _remember(_candidate_features, CANDIDATE_FEATURES, element, known)  # newest again
     return known
 
 
 def _remember(memory: dict[str, T], most: int, element: str, value: T) -> None:
-    """Keep the value; past `most`, forget the oldest (the dicts are shared by every
-    thread of the process: a race only forgets one more than it should)."""
+    """Keep the value; past `most`, forget the one kept or used longest ago (the dicts are
+    shared by every thread of the process: a race only forgets one more than it should)."""
     if len(memory) >= most:
         with contextlib.suppress(StopIteration, KeyError, RuntimeError):
             del memory[next(iter(memory))]

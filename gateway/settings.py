@@ -104,11 +104,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # begins, where a deferred one that read first fails at once with "database is locked"
     # if another process wrote meanwhile (seen: the autoscaler registering the embedded
     # worker at start-up, on a busy machine); a writer waits up to 20 s for the lock, not 5.
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL;",
-    }
+    sqlite_options = DATABASES["default"].setdefault("OPTIONS", {})  # DATABASE_URL's win
+    sqlite_options.setdefault("transaction_mode", "IMMEDIATE")
+    sqlite_options.setdefault("timeout", 20)
+    sqlite_options.setdefault("init_command", "PRAGMA journal_mode=WAL;")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: quotas, key records, Channels layer, Celery broker. `make run` starts the bundled

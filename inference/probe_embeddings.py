@@ -5,10 +5,11 @@ the gateway's own core, and most semantic lookups find no candidate that could a
 candidates differ in a number, a name or a negation, which verification rejects). Paying
 the model for every lookup made a temperature-0 miss cost 8 ms (docs/benchmarks.md, issue
 21). A probe vector costs about 30 us: the question's tokens (MiniLM's own vocabulary),
-each looked up in a table, averaged and scaled to unit length. The semantic cache searches
-by probe, verifies the nearest candidates, and runs MiniLM only on a question that has a
-candidate verification accepted; MiniLM's cosine alone decides a hit (caching/semantic.py),
-so the precision tables and the error bound are MiniLM's as before.
+each looked up in a table, summed and scaled to unit length (the mean's direction). The
+semantic cache searches by probe, verifies the nearest candidates, and runs MiniLM only on
+a question that has a candidate verification accepted; MiniLM's cosine alone decides a
+hit (caching/semantic.py), so the precision tables and the error bound are MiniLM's as
+before.
 
 The table is distilled from MiniLM when the model is prepared
 (inference/prepare_embedder.py): each vocabulary token run alone through the float32 model

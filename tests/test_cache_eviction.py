@@ -379,3 +379,24 @@ def test_a_semantic_entry_is_charged_its_vector_element_alone_or_among_others(re
         return used
 
     assert run(redis_url, scenario) == [4000, 4000 + 1900, 1900]
+
+
+def test_a_budget_under_one_entrys_full_charge_still_keeps_one_entry(redis_url):
+    budget = Budget("semantic:team:13", 2000)
+
+    async def scenario(client: aioredis.Redis) -> tuple[Admission, int]:
+        await vadd(client, "el-a")
+        result = await admit(
+            client,
+            budget,
+            "entry-el-a",
+            value_of(1000),
+            60,
+            cost=1,
+            vector_set=VSET,
+            element="el-a",
+            element_bytes=(3000, 900),
+        )
+        return result, (await usage(client, budget.namespace)).used_bytes
+
+    assert run(redis_url, scenario) == (Admission(admitted=True, evicted=[]), 2000)

@@ -238,7 +238,7 @@ def test_a_tight_memory_budget_keeps_the_teams_caches_within_it(platform):
     # Room for a few small replies per cache: an exact entry is its reply and 512 bytes, a
     # semantic one also its probe's element (3,200 bytes for the first of its set, 1,000
     # for each other: these questions have no numbers, so they share one set).
-    budget = 6000
+    budget = 5000
     update_cache_policy(platform["team"].pk, memory_budget_bytes=budget)
     # Kept as a sleep: the gateway's copy of the policy ages out within a second, and until a
     # reply is evicted nothing observable says which budget it holds.

@@ -2,14 +2,19 @@
 negations: caching/semantic_keys.py partition()). This is only sound if verification can
 never accept a candidate from another set: checked here over every labelled pair."""
 
+from functools import cache
+
 import pytest
 
-from bench.calibration import data_sets
+from bench import calibration
 from caching.semantic_keys import SET_PREFIX, SemanticSlot, partition
 from caching.verify.features import analyze
 from caching.verify.verdict import verify
 
 pytestmark = pytest.mark.unit
+
+
+data_sets = cache(calibration.data_sets)  # read once for the module, not once a test
 
 
 def part(question: str) -> str:

@@ -19,7 +19,9 @@ local purge_limit, evict_limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 if vset and ARGV[9] then  -- the caller VADDed it: a set of one is a set of its own
   local alone = redis.call('VCARD', vset) <= 1
-  size = size + tonumber(alone and ARGV[9] or ARGV[10])
+  -- at most the budget: a budget under one entry's full charge still keeps one entry
+  local charged = size + tonumber(alone and ARGV[9] or ARGV[10])
+  size = math.min(charged, math.max(size, budget))
 end
 
 purge_expired(now, purge_limit, entry)  -- this entry expired: replaced below, not purged

@@ -70,7 +70,7 @@ class Command(BaseCommand):
         started = time.perf_counter()
         await self._fill(embedder, stored, not options["without_vectors"])
         self.stdout.write(
-            f"stored {len(stored)} questions in one vector set in "
+            f"stored {len(stored)} questions in one context (a vector set per anchors) in "
             f"{time.perf_counter() - started:.0f} s"
         )
         self.stdout.write(

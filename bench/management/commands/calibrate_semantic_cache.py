@@ -9,6 +9,7 @@ rebuild the table from them, as int8 results differ slightly from CPU to CPU) an
 `manage.py cache_precision`'s new figures together.
 """
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,16 +26,25 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--out", default=str(MODEL_FILE))
-        parser.add_argument("--cosines", default=str(calibration.RECORDED_COSINES))
+        parser.add_argument(
+            "--cosines",
+            help="where the cosines go (default: the recorded ones with the shipped table, "
+            "else beside --out)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         cosines = calibration.development_cosines(OnnxMiniLM(settings.EMBEDDING_MODEL_DIR))
         table = calibration.measure_development(cosines)
         with open(options["out"], "w", encoding="utf-8") as handle:
             handle.write(table.encode())
-        np.save(options["cosines"], cosines)
+        recorded = calibration.RECORDED_COSINES
+        if options["cosines"]:
+            recorded = Path(options["cosines"])
+        elif Path(options["out"]).resolve() != MODEL_FILE.resolve():
+            recorded = Path(options["out"]).with_suffix(".cosines.npy")
+        np.save(recorded, cosines)
         self.stdout.write("| cell | false hits | pairs | false-hit probability |")
         self.stdout.write("|---|---|---|---|")
         for cell, (false, seen) in sorted(table.cells.items()):
             self.stdout.write(f"| {cell} | {false} | {seen} | {table.rate(cell):.1%} |")
-        self.stdout.write(f"written to {options['out']}")
+        self.stdout.write(f"written to {options['out']} and {recorded}")
