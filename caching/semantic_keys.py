@@ -135,7 +135,7 @@ class SemanticSlot:
             # lookup. Keyed by entry id, so by team.
             features = semantic_scores.candidate_features(element, question)
         elif verified:
-            features = analyze(question)  # long: not worth keeping thousands of
+            features = analyze(question)  # a long question: not worth remembering
         part = partition(features) if features is not None else ""
         set_key = SET_PREFIX + context + (f":{part}" if part else "")
         return cls(set_key, element, question, probe, vector, features)
