@@ -93,6 +93,7 @@ class Scraper:
 
     async def _scrape(self, session: aiohttp.ClientSession, worker: Worker) -> WorkerView:
         track = self.tracks.setdefault(worker.pk, HealthTrack())
+        asked_at = time.time()  # the reading shows the worker at no earlier time
         reading, error = None, ""
         text = ""
         try:
@@ -157,6 +158,7 @@ class Scraper:
             max_model_len=track.max_model_len,
             sleeping=track.sleeping,
             reports_load=reading.reports_load if reading else True,
+            asked_at=asked_at,
         )
 
     async def _answers_health(

@@ -35,7 +35,7 @@ class WorkerView:
     prefix_hit_rate: float | None
     ttft_p50_s: float | None
     ttft_p99_s: float | None
-    scraped_at: float
+    scraped_at: float  # when the reading was in: it shows the worker at no later time
     error: str
     # The context window its /v1/models reports (vLLM's max_model_len); None: not reported.
     max_model_len: int | None = None
@@ -45,6 +45,15 @@ class WorkerView:
     # Its load comes from its own metrics; False: it publishes none under a known name, so
     # only this gateway's in-flight count bounds it (inference/worker_metrics.py).
     reports_load: bool = True
+    # When the scrape began asking: the reading shows the worker at no earlier time. None:
+    # as scraped_at (a view built without it, a simulated fleet's).
+    asked_at: float | None = None
+
+    @property
+    def reading_from(self) -> float:
+        """The earliest moment the reading can show: a request the worker held before it
+        is in the reading's counts unless it ended before scraped_at."""
+        return self.scraped_at if self.asked_at is None else self.asked_at
 
     @property
     def fresh(self) -> bool:

@@ -56,7 +56,9 @@ def test_the_runners_lines_the_scrape_saw_are_its_own_not_interactive_load(setti
     meter = BatchMeter(fleet)
     started = [meter.started_line("m") for _ in range(3)]
     # Scraped after those 3 started: the worker runs them, nothing else.
-    fleet._workers = [replace(worker("http://a", 4, running=3), scraped_at=started[-1] + 0.001)]
+    fleet._workers = [
+        replace(worker("http://a", 4, running=3), scraped_at=started[-1].started_at + 0.001)
+    ]
     assert asyncio.run(meter.may_start("m"))  # 3 own + 1 spare: a fourth may start
     time.sleep(0.01)  # after the scrape
     meter.started_line("m")
@@ -64,8 +66,8 @@ def test_the_runners_lines_the_scrape_saw_are_its_own_not_interactive_load(setti
     # Interactive requests arrive: the worker now runs 3 of ours and 3 others.
     fleet._workers = [replace(worker("http://a", 4, running=6), scraped_at=time.time() + 1)]
     assert not asyncio.run(meter.may_start("m"))
-    for at in started:
-        meter.finished_line("m", at)
+    for line in started:
+        meter.finished_line("m", line)
     assert not asyncio.run(meter.may_start("m"))  # still over target: wait for a scrape
 
 
@@ -82,11 +84,13 @@ def test_lines_the_scrape_saw_that_have_ended_since_free_their_slots(settings):
     fleet = StaticFleet([])
     meter = BatchMeter(fleet)
     started = [meter.started_line("m") for _ in range(4)]
-    fleet._workers = [replace(worker("http://a", 4, running=4), scraped_at=started[-1] + 0.001)]
+    fleet._workers = [
+        replace(worker("http://a", 4, running=4), scraped_at=started[-1].started_at + 0.001)
+    ]
     assert not asyncio.run(meter.may_start("m"))  # full, all of it ours
     time.sleep(0.01)
-    for at in started[:2]:
-        meter.finished_line("m", at)  # two end before the next scrape
+    for line in started[:2]:
+        meter.finished_line("m", line)  # two end before the next scrape
     assert asyncio.run(meter.may_start("m"))
     meter.started_line("m")
     assert asyncio.run(meter.may_start("m"))

@@ -15,7 +15,7 @@ from inference import fleet
 from inference.client import close_http_session
 from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
-from scaling.routing.batch_meter import BatchMeter, WorkerAllowance
+from scaling.routing.batch_meter import BatchMeter, OwnLine, WorkerAllowance
 from scaling.routing.dispatcher import Dispatcher, Lease, Priority, QueueTimeout
 from scaling.routing.filters.has_batch_room import HasBatchRoom
 from scaling.routing.policies import for_batch, least_loaded, new_router, prefix_aware
@@ -118,7 +118,9 @@ def test_our_lines_the_scrape_saw_are_ours_not_interactive_load(settings):
     allowance = WorkerAllowance()
     before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
     started = [allowance.granted(before) for _ in range(3)]
-    # Scraped after they started: the worker runs our 3 and 1 interactive request.
+    for line in started:
+        line.answered()  # their first chunks came
+    # Scraped after they were answered: the worker runs our 3 and 1 interactive request.
     seen = replace(before, running=4, scraped_at=time.time() + 0.001)
     assert allowance.room(seen) == 0
     time.sleep(0.01)
@@ -127,6 +129,27 @@ def test_our_lines_the_scrape_saw_are_ours_not_interactive_load(settings):
     # The next scrape no longer sees it: nothing to add back, nothing double counted.
     later = replace(seen, running=3, scraped_at=time.time() + 0.001)
     assert allowance.room(later) == 1
+
+
+@pytest.mark.unit
+def test_a_line_the_worker_has_not_answered_is_not_taken_for_one_the_scrape_saw(settings):
+    """Granted before the scrape began, but its request may not have reached the worker
+    then: the scrape's running count need not hold it, so it is not added back."""
+    settings.BATCH_HEADROOM = 0.0
+    allowance = WorkerAllowance()
+    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
+    lines = [allowance.granted(before) for _ in range(2)]
+    lines[0].answered()
+    # The scrape counted the answered line and 1 interactive request, not the other line.
+    scraped = replace(before, running=2, scraped_at=time.time() + 0.001)
+    assert allowance.room(scraped) == 1  # 4 - 2 running + 1 seen of ours - 2 of ours
+    time.sleep(0.01)
+    lines[1].answered()  # after the scrape: the next one will count it
+    assert allowance.room(scraped) == 1
+    allowance.released(scraped, lines[1])  # never counted: frees only its own slot
+    assert allowance.room(scraped) == 2
+    rescraped = replace(scraped, running=2, scraped_at=time.time() + 0.001)
+    assert allowance.room(rescraped) == 2  # the answered line is ours, the other gone
 
 
 @pytest.mark.unit
@@ -240,7 +263,7 @@ def test_interactive_requests_are_placed_as_before_whatever_the_batch_room(setti
     async def scenario() -> None:
         leases = [await dispatcher.acquire("sim", route=SHARED_PREFIX) for _ in range(10)]
         assert {lease.worker.url for lease in leases} == {"http://over"}
-        assert all(lease.batch_started_at is None for lease in leases)
+        assert all(lease.batch_line is None for lease in leases)
         assert dispatcher.batch_allowance.lines == {}
         with pytest.raises(QueueTimeout):
             await dispatcher.acquire("sim", Priority.BATCH, timeout_s=0.05)
@@ -366,7 +389,7 @@ async def _batch_beside_interactive(busy: str, idle: str) -> list[Sample]:
                 samples.append(sample)
                 await asyncio.sleep(0.05)
 
-        async def line(started: float) -> None:
+        async def line(started: OwnLine) -> None:
             try:
                 body = long_body(40)  # 60 ms + 39 x 10 ms
                 stream = stream_completion(dispatcher, "sim", body, Priority.BATCH, SHARED_PREFIX)

@@ -45,7 +45,7 @@ from gateway.serving.admission import BatchKeyCredential, choose_target
 from gateway.serving.errors import DOMAIN_ERRORS
 from inference.client import close_http_session
 from inference.deployments import catalog
-from scaling.routing.batch_meter import BatchMeter
+from scaling.routing.batch_meter import BatchMeter, OwnLine
 from scaling.routing.tiers import AUTO_MODEL
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class BatchRunner:
                 await asyncio.wait_for(self.line_ended.wait(), WAIT_FOR_ROOM_S)
         return False
 
-    async def _run(self, line: LineRequest, model: str, started: float) -> None:
+    async def _run(self, line: LineRequest, model: str, started: OwnLine) -> None:
         number = line.line_number
         attempts = attempt_ids(
             line_request_id(self.batch.id, number),

@@ -18,10 +18,26 @@ The snapshot is a scrape old, and the batch lines in flight are in it as they we
 a line counted running at the scrape is batch work, not interactive load, so it is added
 back to the spare, whether it is still in flight or has finished since (a line lasting
 less than a scrape interval would otherwise hold its slot until the next scrape, and the
-fleet would fill to the spare of one scrape per interval). Lines started after the scrape
-are not in its counts and are not added back (else each refresh would count the newest
-lines as free capacity a second time). `OwnLines` keeps that account, per deployment for
-the meter and per worker for the allowance.
+fleet would fill to the spare of one scrape per interval). Lines the scrape may not have
+seen are not added back (else the newest lines would count as free capacity a second
+time). A scrape takes time, so a worker's view carries two: `asked_at`, when the scrape
+began asking (a line the worker held before it is in the reading), and `scraped_at`, when
+the reading was in (a line that ended here before it is not). `OwnLines` keeps that
+account, per deployment for the meter and per worker for the allowance. They differ in
+when a line is held:
+
+- the allowance's, from the worker's first answer on it (the dispatcher is told of the
+  first chunk): a line granted just before a scrape may not have reached the worker yet
+  (a loaded gateway, vLLM's prefill). Counted from its grant and against one scrape time
+  stamped after the reading, a worker took two lines more than its spare in a CI run.
+  Until its first answer a line counts against the room twice at most, once as ours and
+  once in the worker's own counts: conservative, for one scrape interval;
+- the meter's, from its start: the runner does not see a line's first chunk, and the
+  meter only lets lines queue; where each may run is the allowance's to say.
+
+What stays uncertain is a line the worker finished while the scrape read it, whose end
+reached us after the reading was in: counted as running, it is not in the reading, so
+its slot is offered once more until the next scrape.
 
 A deployment scaled to zero has no spare to meter: its replicas come only for a published
 queue (scaling/routing/cold_start.py). So while a runner finds no routable worker of a
@@ -35,6 +51,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -58,32 +75,53 @@ def spare_slots(workers: Sequence[WorkerView], headroom: float) -> int:
     return math.floor(sum(worker_spare(worker, headroom) for worker in workers))
 
 
+@dataclass(eq=False)
+class OwnLine:
+    """One batch line: granted at `started_at`; from `seen_from` a scrape can count it."""
+
+    started_at: float
+    seen_from: float | None = None
+    ended_at: float | None = None
+
+    def answered(self) -> None:
+        """The worker has answered it (its first chunk): it holds the line from now on."""
+        if self.seen_from is None:
+            self.seen_from = time.time()
+
+
 class OwnLines:
-    """Batch lines sent somewhere (a deployment, a worker): when each in flight started,
-    and (started, finished) of those that ended since the last scrape that counted them."""
+    """Batch lines sent somewhere (a deployment, a worker): those in flight, and those that
+    ended since the last scrape that could have counted them."""
 
     def __init__(self) -> None:
-        self.started: list[float] = []
-        self.ended: list[tuple[float, float]] = []
+        self.in_flight: list[OwnLine] = []
+        self.ended: list[OwnLine] = []
 
     def __len__(self) -> int:
-        return len(self.started)
+        return len(self.in_flight)
 
-    def start(self) -> float:
+    def start(self, seen_from_start: bool) -> OwnLine:
         at = time.time()
-        self.started.append(at)
-        return at
+        line = OwnLine(at, at if seen_from_start else None)
+        self.in_flight.append(line)
+        return line
 
-    def finish(self, started_at: float) -> None:
-        self.started.remove(started_at)
-        self.ended.append((started_at, time.time()))
+    def finish(self, line: OwnLine) -> None:
+        self.in_flight.remove(line)
+        line.ended_at = time.time()
+        if line.seen_from is not None:  # never seen: no scrape counted it
+            self.ended.append(line)
 
-    def counted(self, scraped_at: float) -> int:
-        """How many of these lines a scrape at `scraped_at` saw running: those started
-        before it, in flight or ended after it. Ended ones older than it are forgotten."""
-        self.ended[:] = [(s, f) for s, f in self.ended if f > scraped_at]
-        seen = sum(1 for started in self.started if started < scraped_at)
-        return seen + sum(1 for started, _ in self.ended if started < scraped_at)
+    def counted(self, asked_at: float, scraped_at: float) -> int:
+        """How many of these lines a scrape saw running: those seen before it began asking
+        (`asked_at`), in flight or ended after its reading was in (`scraped_at`). Ended
+        ones older than that are forgotten."""
+        self.ended[:] = [line for line in self.ended if (line.ended_at or 0.0) > scraped_at]
+        return sum(
+            1
+            for line in (*self.in_flight, *self.ended)
+            if line.seen_from is not None and line.seen_from < asked_at
+        )
 
 
 class BatchMeter:
@@ -118,12 +156,14 @@ class BatchMeter:
         if deployment in self.asking:
             self.asking.discard(deployment)
             await self._publish()
-        counted = mine.counted(min(w.scraped_at for w in workers))
+        counted = mine.counted(
+            min(w.reading_from for w in workers), min(w.scraped_at for w in workers)
+        )
         allowed = counted + spare_slots(workers, settings.BATCH_HEADROOM)
         return len(mine) < min(allowed, ceiling)
 
-    def started_line(self, deployment: str) -> float:
-        return self.lines.setdefault(deployment, OwnLines()).start()
+    def started_line(self, deployment: str) -> OwnLine:
+        return self.lines.setdefault(deployment, OwnLines()).start(seen_from_start=True)
 
     async def close(self) -> None:
         """Withdraw what is published (the runner's end): a dead runner's fields go stale
@@ -151,8 +191,8 @@ class BatchMeter:
         self._asked_at = time.monotonic()
         await self.publisher.publish(dict.fromkeys(self.asking, 1))
 
-    def finished_line(self, deployment: str, started_at: float) -> None:
-        self.lines[deployment].finish(started_at)
+    def finished_line(self, deployment: str, line: OwnLine) -> None:
+        self.lines[deployment].finish(line)
 
 
 class WorkerAllowance:
@@ -177,12 +217,13 @@ class WorkerAllowance:
         lines = self.lines.get(worker.url)
         if lines is None:
             return math.floor(worker_spare(worker, headroom))
-        counted = lines.counted(worker.scraped_at)
+        counted = lines.counted(worker.reading_from, worker.scraped_at)
         return math.floor(counted + worker_spare(worker, headroom)) - len(lines)
 
-    def granted(self, worker: WorkerView) -> float:
-        """A batch line got a slot on `worker`; returns its start, for `released`."""
-        return self.lines.setdefault(worker.url, OwnLines()).start()
+    def granted(self, worker: WorkerView) -> OwnLine:
+        """A batch line got a slot on `worker`: tell it `answered()` on the worker's first
+        chunk, and pass it to `released`."""
+        return self.lines.setdefault(worker.url, OwnLines()).start(seen_from_start=False)
 
-    def released(self, worker: WorkerView, started_at: float) -> None:
-        self.lines[worker.url].finish(started_at)
+    def released(self, worker: WorkerView, line: OwnLine) -> None:
+        self.lines[worker.url].finish(line)

@@ -52,7 +52,7 @@ from typing import Literal
 from django.conf import settings
 
 from inference.snapshot import FleetView, WorkerView, fleet_view
-from scaling.routing.batch_meter import WorkerAllowance
+from scaling.routing.batch_meter import OwnLine, WorkerAllowance
 from scaling.routing.cold_start import cold_start
 from scaling.routing.fair_queue import ANONYMOUS, FairQueue, Tenant
 from scaling.routing.policies import for_batch, router_for
@@ -90,7 +90,7 @@ class NoReplicaInTime(QueueTimeout):
 class Lease:
     worker: WorkerView
     tenant: Tenant | None = None  # counted against its concurrency cap until released
-    batch_started_at: float | None = None  # a batch line's grant, in the batch allowance
+    batch_line: OwnLine | None = None  # a batch line's grant, in the batch allowance
 
 
 Picker = Callable[[Sequence[WorkerView], dict[str, int]], WorkerView]
@@ -305,19 +305,19 @@ class Dispatcher:
                 worker = self._choose_for_batch(waiter, candidates)
                 if worker is None:
                     return  # no worker has batch room: wait for a release or a re-check
-                started_at: float | None = self.batch_allowance.granted(worker)
+                batch_line: OwnLine | None = self.batch_allowance.granted(worker)
             else:
                 worker = self._choose(waiter, candidates)
                 if worker is None and queue.may_borrow(waiter):
                     worker = self._choose(waiter, candidates, borrowing=True)
                 if worker is None:
                     return  # every worker is full: wait for a release or the next re-check
-                started_at = None
+                batch_line = None
             self.in_flight[worker.url] = self.in_flight.get(worker.url, 0) + 1
             if waiter.tenant is not None:
                 _add(self.tenant_in_flight, waiter.tenant.key, 1)
             queue.take(waiter)
-            waiter.future.set_result(Lease(worker, waiter.tenant, started_at))
+            waiter.future.set_result(Lease(worker, waiter.tenant, batch_line))
 
     def _choose(
         self, waiter: _Waiter, candidates: list[WorkerView], borrowing: bool = False
@@ -348,8 +348,8 @@ class Dispatcher:
     def release(self, lease: Lease) -> None:
         url, deployment = lease.worker.url, lease.worker.deployment
         self.in_flight[url] = max(self.in_flight.get(url, 0) - 1, 0)
-        if lease.batch_started_at is not None:
-            self.batch_allowance.released(lease.worker, lease.batch_started_at)
+        if lease.batch_line is not None:
+            self.batch_allowance.released(lease.worker, lease.batch_line)
         if (own := self.queues.get(deployment)) is not None:
             _add(own.held, (lease.tenant or ANONYMOUS).key, -1)
         to_serve = [deployment]

@@ -70,6 +70,8 @@ async def stream_completion(
                 )
             ) as chunks:
                 async for chunk in chunks:
+                    if not started and lease.batch_line is not None:
+                        lease.batch_line.answered()  # the worker holds it: scrapes count it
                     started = True
                     yield lease, chunk
             return
