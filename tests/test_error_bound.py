@@ -16,9 +16,12 @@ from inference.embeddings import OnnxMiniLM
 from tests.semantic_slots import probed_slot
 
 # |cosine here - recorded|: ONNX Runtime's int8 kernels differ slightly from CPU to CPU
-# (a few pairs in 8,000 crossed a band edge between an AVX-512 machine and an AVX2 one);
-# the float32 model is off by 0.076 at the 99th percentile, so these still tell models apart.
-TOLERANCE_P99 = 0.01
+# (a few pairs in 8,000 crossed a band edge between an AVX-512 machine and an AVX2 one).
+# Recorded on an AMD EPYC (AVX2, no VNNI); an Intel Xeon with AVX-512 VNNI, the same
+# prepared model byte for byte, is off by 0.0101 at the 99th percentile and 0.021 at most
+# (the earlier 0.01 failed there). The float32 model is off by 0.076 at the 99th
+# percentile, so these still tell models apart.
+TOLERANCE_P99 = 0.02
 TOLERANCE_MAX = 0.05
 REPLY = CachedReply(content="cached", finish_reason="stop", prompt_tokens=5, completion_tokens=1)
 
