@@ -124,7 +124,11 @@ class WorkerPromptCounts:
             )
         except UpstreamError as exc:
             if not _refused_this_prompt(exc) and not _slow_for_its_size(exc, chat):
-                self._unable_until[worker.url] = time.monotonic() + BACK_OFF_S
+                now = time.monotonic()
+                # Expired back-offs go as one is added: pods come and go, URLs with them.
+                for url in [u for u, until in self._unable_until.items() if until <= now]:
+                    del self._unable_until[url]
+                self._unable_until[worker.url] = now + BACK_OFF_S
                 self._log(deployment, f"{exc} (not asked again for {BACK_OFF_S:.0f} s)")
             return None
 

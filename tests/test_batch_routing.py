@@ -153,6 +153,30 @@ def test_a_line_the_worker_has_not_answered_is_not_taken_for_one_the_scrape_saw(
 
 
 @pytest.mark.unit
+def test_the_allowance_keeps_no_entry_for_a_worker_with_nothing_left_to_count(settings):
+    settings.BATCH_HEADROOM = 0.0
+    settings.FLEET_STALE_AFTER_S = 0.05
+    allowance = WorkerAllowance()
+    scraped = worker("http://a", max_in_flight=4, scraped_at=time.time() - 1)
+    line = allowance.granted(scraped)
+    line.answered()
+    allowance.released(scraped, line)
+    assert allowance.room(scraped) == 4
+    assert "http://a" in allowance.lines  # a scrape under way may count it yet
+    assert allowance.room(replace(scraped, scraped_at=time.time() + 0.001)) == 4
+    assert allowance.lines == {}
+    # A worker gone from the fleet is never asked about again: its entry goes once its
+    # lines are older than any fresh snapshot, when another worker takes its first line.
+    gone = worker("http://gone", max_in_flight=4, scraped_at=time.time() - 1)
+    line = allowance.granted(gone)
+    line.answered()
+    allowance.released(gone, line)
+    time.sleep(0.06)
+    allowance.granted(worker("http://new"))
+    assert set(allowance.lines) == {"http://new"}
+
+
+@pytest.mark.unit
 def test_the_filter_keeps_only_workers_with_room(settings):
     settings.BATCH_HEADROOM = 0.1
     room = HasBatchRoom(WorkerAllowance())

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from gateway.accounts import actions
-from inference import fleet
+from inference import fleet, worker_prompt_counts
 from inference.chat_request import ChatRequest
 from inference.client import close_http_session
 from inference.deployments import DeploymentInfo, catalog
@@ -220,6 +220,35 @@ def test_a_prompt_the_worker_refuses_costs_no_back_off_but_a_missing_endpoint_do
     finally:
         serving.stop()
         elsewhere.stop()
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_back_off_that_ran_out_is_forgotten_when_another_worker_backs_off(monkeypatch):
+    """Pods come and go, and their URLs with them: an expired back-off is not kept."""
+    monkeypatch.setattr(worker_prompt_counts, "BACK_OFF_S", 0.05)
+    first, second = SimProcess(model="other"), SimProcess(model="other")
+    try:
+        for name, sim in (("gone", first), ("later", second)):
+            deployment = fleet.ensure_deployment(name, served_model_name="not-served-there")
+            fleet.register_worker(deployment, sim.url, registered_by="test")
+
+        async def scenario() -> dict[str, float]:
+            try:
+                gone, later = await scraped_deployments("gone", "later")
+                counts = WorkerPromptCounts()
+                assert await counts.ask(gone, chat_of("hello there")) is None  # a 404
+                assert set(counts._unable_until) == {first.url}
+                await asyncio.sleep(0.1)
+                assert await counts.ask(later, chat_of("hello there")) is None
+                return counts._unable_until
+            finally:
+                await close_http_session()
+
+        assert set(asyncio.run(scenario())) == {second.url}
+    finally:
+        first.stop()
+        second.stop()
 
 
 async def scraped_deployments(*names: str) -> list[DeploymentInfo]:

@@ -112,6 +112,14 @@ class OwnLines:
         if line.seen_from is not None:  # never seen: no scrape counted it
             self.ended.append(line)
 
+    @property
+    def idle(self) -> bool:
+        return not self.in_flight and not self.ended
+
+    def ended_before(self, moment: float) -> bool:
+        """Nothing in flight, and every line kept ended before `moment`."""
+        return not self.in_flight and all((line.ended_at or 0.0) < moment for line in self.ended)
+
     def counted(self, asked_at: float, scraped_at: float) -> int:
         """How many of these lines a scrape saw running: those seen before it began asking
         (`asked_at`), in flight or ended after its reading was in (`scraped_at`). Ended
@@ -218,12 +226,27 @@ class WorkerAllowance:
         if lines is None:
             return math.floor(worker_spare(worker, headroom))
         counted = lines.counted(worker.reading_from, worker.scraped_at)
+        if lines.idle:  # nothing in flight, nothing a scrape could count: no entry kept
+            del self.lines[worker.url]
         return math.floor(counted + worker_spare(worker, headroom)) - len(lines)
 
     def granted(self, worker: WorkerView) -> OwnLine:
         """A batch line got a slot on `worker`: tell it `answered()` on the worker's first
         chunk, and pass it to `released`."""
-        return self.lines.setdefault(worker.url, OwnLines()).start(seen_from_start=False)
+        lines = self.lines.get(worker.url)
+        if lines is None:
+            self._forget_gone_workers()
+            lines = self.lines[worker.url] = OwnLines()
+        return lines.start(seen_from_start=False)
 
     def released(self, worker: WorkerView, line: OwnLine) -> None:
         self.lines[worker.url].finish(line)
+
+    def _forget_gone_workers(self) -> None:
+        """Drop the entries of workers with nothing in flight whose last line ended longer
+        ago than a snapshot stays fresh: no view `room` is asked about can count it. A
+        worker gone from the fleet is never asked about again (pods come and go), so its
+        entry would stay; this runs when a worker is first granted a line, which is rare."""
+        before = time.time() - settings.FLEET_STALE_AFTER_S
+        for url in [url for url, lines in self.lines.items() if lines.ended_before(before)]:
+            del self.lines[url]

@@ -347,7 +347,7 @@ class Dispatcher:
 
     def release(self, lease: Lease) -> None:
         url, deployment = lease.worker.url, lease.worker.deployment
-        self.in_flight[url] = max(self.in_flight.get(url, 0) - 1, 0)
+        _add(self.in_flight, url, -1)  # no entry per worker ever served: pods come and go
         if lease.batch_line is not None:
             self.batch_allowance.released(lease.worker, lease.batch_line)
         if (own := self.queues.get(deployment)) is not None:
@@ -369,7 +369,8 @@ def _whole_worker(worker: WorkerView) -> int:
 
 
 def _add(counts: dict[str, int], key: str, change: int) -> None:
-    """Count per tenant, keeping no entry at zero (none per team that ever sent one)."""
+    """Count per key, keeping no entry at zero (none per team that ever sent a request,
+    nor per worker that ever served one)."""
     if (total := counts.get(key, 0) + change) > 0:
         counts[key] = total
     else:
