@@ -16,6 +16,7 @@ from gateway.accounts.api.views import (
 )
 
 TUNING_PERMISSIONS = ("change_cachepolicy", "change_autoscalepolicy")
+TEAM_FIGURES = ("view_usagerecord", "view_batch")  # the dashboards' pages that name teams
 EVERY_TEAM_ACTION = (
     VIEW_KEYS,
     ADD_KEY,
@@ -29,9 +30,11 @@ EVERY_TEAM_ACTION = (
 
 
 def tuning_staff(username: str = "ops") -> User:
-    """A staff user who may change cache and autoscale policies (not a superuser)."""
+    """A staff user who may change cache and autoscale policies and read every dashboard
+    page (not a superuser)."""
     user: User = get_user_model().objects.create_user(username, is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=TUNING_PERMISSIONS))
+    wanted = (*TUNING_PERMISSIONS, *TEAM_FIGURES)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=wanted))
     return user
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -98,6 +99,37 @@ def test_every_page_renders_for_staff(staff_client: Client, page: str, name: str
     rollup.refresh()
     response = staff_client.get(reverse(f"dashboard:{page}"), {"period": name})
     assert response.status_code == 200
+
+
+@pytest.mark.unit
+@pytest.mark.django_db
+def test_staff_without_the_view_permissions_read_totals_but_no_teams_figures() -> None:
+    """Being staff is not reading every team's bill: the pages that name teams take the
+    admin site's view permission, and say which one is missing."""
+    account_actions.create_team("Acme")
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("viewer", is_staff=True))
+    for page, permission in (
+        ("costs", "usage.view_usagerecord"),
+        ("costs_csv", "usage.view_usagerecord"),
+        ("teams", "usage.view_usagerecord"),
+        ("batches", "batches.view_batch"),
+    ):
+        refused = client.get(reverse(f"dashboard:{page}"))
+        assert refused.status_code == 403, page
+        assert f"it needs the permission {permission}" in refused.content.decode(), page
+    overview = client.get(reverse("dashboard:overview"))
+    assert overview.status_code == 200
+    assert reverse("dashboard:costs") not in overview.content.decode()  # no dead links
+    assert reverse("dashboard:batches") not in overview.content.decode()
+    assert client.get(reverse("dashboard:fleet")).status_code == 200
+    admin_index = client.get("/admin/").content.decode()
+    assert reverse("dashboard:overview") in admin_index
+    assert reverse("dashboard:costs") not in admin_index
+    viewer = get_user_model().objects.get(username="viewer")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_usagerecord"))
+    assert client.get(reverse("dashboard:teams")).status_code == 200
+    assert client.get(reverse("dashboard:batches")).status_code == 403
 
 
 @pytest.mark.unit

@@ -1,13 +1,19 @@
 """Staff-only dashboard pages. Each view parses the period, calls selectors, shapes charts.
 
 staff_member_required sends anyone else (anonymous, or logged in but not staff) to the
-admin login, as the admin itself does.
+admin login, as the admin itself does. Pages that name teams' figures (costs, teams,
+batches) also take the admin site's view permission for those records, as the
+management API does for one team's usage: being staff is not reading every team's bill.
+The overview and fleet pages show the platform's totals only.
 """
 
 import csv
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -19,6 +25,28 @@ from gateway.dashboard.periods import PERIODS, Period, month_to_date, period
 from scaling.models import ScalingDecision
 
 MAX_DECISIONS = 500
+VIEW_USAGE = "usage.view_usagerecord"  # the management API's, for one team's usage
+VIEW_BATCHES = "batches.view_batch"
+
+View = Callable[[HttpRequest], HttpResponse]
+
+
+def staff_with(permission: str) -> Callable[[View], View]:
+    """staff_member_required, then `permission`: a staff account without it is refused
+    (403) with the permission named, so whoever administers accounts knows what to grant."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def guarded(request: HttpRequest) -> HttpResponse:
+            if not request.user.has_perm(permission):
+                raise PermissionDenied(
+                    f"This page shows every team's figures: it needs the permission {permission}."
+                )
+            return view(request)
+
+        return staff_member_required(guarded)
+
+    return decorate
 
 
 def _period(request: HttpRequest, default: str = "hour") -> Period:
@@ -110,7 +138,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-@staff_member_required
+@staff_with(VIEW_USAGE)
 def cost_page(request: HttpRequest) -> HttpResponse:
     p = _period(request, "day")
     split = costs.cost_split(p)
@@ -161,7 +189,7 @@ def cost_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-@staff_member_required
+@staff_with(VIEW_USAGE)
 def cost_csv(request: HttpRequest) -> HttpResponse:
     """The cost split of the chosen period, one line per team and model, in USD."""
     p = _period(request, "day")
@@ -213,7 +241,7 @@ def _usd(micros: int) -> str:
     return f"{micros / costs.MICROS:.6f}"
 
 
-@staff_member_required
+@staff_with(VIEW_USAGE)
 def teams(request: HttpRequest) -> HttpResponse:
     p = _period(request, "day")
     usage = selectors.team_usage(p)
@@ -297,7 +325,7 @@ def _queues(
     ]
 
 
-@staff_member_required
+@staff_with(VIEW_BATCHES)
 def batches(request: HttpRequest) -> HttpResponse:
     """Batch jobs, newest first (at most MAX_BATCH_ROWS), of every team or of one."""
     team_param = request.GET.get("team") or ""
