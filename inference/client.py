@@ -63,10 +63,17 @@ def http_session() -> aiohttp.ClientSession:
     session = _sessions.get(loop)
     if session is None or session.closed:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30)
-        # orjson for request bodies too (aiohttp's default is json.dumps).
-        session = aiohttp.ClientSession(connector=connector, json_serialize=_json_text)
+        # orjson for request bodies too (aiohttp's default is json.dumps). No cookie jar: a
+        # cookie one worker sets must not ride along on requests to the others, or on other
+        # teams' requests (and none is filtered per request).
+        session = aiohttp.ClientSession(
+            connector=connector, json_serialize=_json_text, cookie_jar=aiohttp.DummyCookieJar()
+        )
         _sessions[loop] = session
     return session
+
+
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def _json_text(value: Any) -> str:
@@ -130,7 +137,10 @@ async def _open(
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
             response = await http_session().post(
-                f"{url}{path}", json=payload, timeout=timeout, headers=headers
+                f"{url}{path}",
+                data=json_bytes(payload),  # bytes as they go: no str and no payload object
+                timeout=timeout,
+                headers=JSON_HEADERS if headers is None else {**JSON_HEADERS, **headers},
             )
             if response.status != 200:
                 detail = (await response.text())[:500]

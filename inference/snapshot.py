@@ -91,6 +91,10 @@ class FleetView:
         await self.workers()
         return self.cached_routable(deployment)
 
+    def cached_urls(self) -> set[str]:
+        """Every worker's URL in the copy already loaded (for sync callers)."""
+        return {w.url for w in self._workers}
+
     def cached_routable(self, deployment: str) -> list[WorkerView]:
         """Routable workers from the copy already loaded (for sync callers)."""
         return [w for w in self._workers if w.deployment == deployment and w.routable]

@@ -96,3 +96,38 @@ def test_values_the_fast_encoder_refuses_are_encoded_by_the_standard_one() -> No
     value = {"seed": 2**70, "text": "caf\u00e9"}
     assert json.loads(json_bytes(value)) == value
     assert json_bytes({"text": "caf\u00e9"}) == '{"text":"café"}'.encode()
+
+
+def test_a_cookie_one_worker_sets_is_never_sent_on_and_the_body_goes_as_json() -> None:
+    """Workers are shared by every team: a Set-Cookie from one answer must not ride along on
+    the next request (to it or another worker), whoever sends it."""
+    seen: list[tuple[str | None, str | None, Any]] = []
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        body = await request.json()  # as vLLM's FastAPI reads it: by its content type
+        seen.append((request.headers.get("Cookie"), request.content_type, body["model"]))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.set_cookie("session", "team-a-secret")
+        await response.prepare(request)
+        await response.write(b"data: " + json_bytes(chunk("hi")) + b"\n\ndata: [DONE]\n\n")
+        return response
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", completions)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            for _ in range(2):
+                # By name: aiohttp's jar would keep no cookie from an IP address.
+                stream = stream_from_worker(f"http://localhost:{port}", "m", {"messages": []})
+                async with aclosing(stream) as chunks:
+                    assert [c async for c in chunks] == [chunk("hi")]
+        finally:
+            await close_http_session()
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+    assert seen == [(None, "application/json", "m"), (None, "application/json", "m")]

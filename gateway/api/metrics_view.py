@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from foundation.metrics import registry
 from foundation.redis_clients import REDIS_FAILURES, async_redis
 from gateway.serving.completion import dispatcher
+from inference.snapshot import fleet_view
 from scaling.autoscale.status import aread_stats
 from scaling.routing.queue_depth import aread_depths
 
@@ -43,8 +44,10 @@ class DispatcherCollector(Collector):
         in_flight = GaugeMetricFamily(
             "sluice_worker_in_flight", "Requests this gateway has in flight", labels=["worker"]
         )
-        for worker, count in sorted(dispatcher.in_flight.items()):
-            in_flight.add_metric([worker], count)
+        # Every worker in the fleet (0 when idle), and any this process still holds a slot
+        # on: none of a worker gone and done with (pods come and go, and their URLs).
+        for worker in sorted(fleet_view.cached_urls() | dispatcher.in_flight.keys()):
+            in_flight.add_metric([worker], dispatcher.in_flight.get(worker, 0))
         yield in_flight
 
 
