@@ -153,6 +153,29 @@ def test_a_line_the_worker_has_not_answered_is_not_taken_for_one_the_scrape_saw(
 
 
 @pytest.mark.unit
+def test_a_scrape_counts_lines_answered_before_it_asked_that_had_not_ended_when_it_read(settings):
+    """A scrape takes time: it began asking at `asked_at`, its reading was in at
+    `scraped_at`. A line answered while it asked may be missing from the reading; a line
+    ended while it read may be missing too; neither is added back."""
+    settings.BATCH_HEADROOM = 0.0
+    allowance = WorkerAllowance()
+    now = time.time()
+    before = worker("http://a", max_in_flight=8, scraped_at=now - 1)
+    held, late, ended_early, ended_late = (allowance.granted(before) for _ in range(4))
+    for line in (held, ended_early, ended_late):
+        line.answered()  # now: before the scrape below began asking
+    late.seen_from = now + 15  # answered while it asked
+    allowance.released(before, ended_early)
+    allowance.released(before, ended_late)
+    ended_early.ended_at = now + 15  # ended while it read
+    ended_late.ended_at = now + 25  # after its reading was in
+    # Its reading: `held`, `ended_late` and one interactive request.
+    scraped = replace(before, running=3, asked_at=now + 10, scraped_at=now + 20)
+    # 8 slots; on the worker now: `held`, `late` and the interactive one.
+    assert allowance.room(scraped) == 5
+
+
+@pytest.mark.unit
 def test_the_allowance_keeps_no_entry_for_a_worker_with_nothing_left_to_count(settings):
     settings.BATCH_HEADROOM = 0.0
     settings.FLEET_STALE_AFTER_S = 0.05

@@ -11,9 +11,11 @@ import json
 import math
 import os
 import time
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+import aiohttp
 import numpy as np
 import openai
 import pytest
@@ -23,12 +25,21 @@ from tokenizers import Tokenizer
 from foundation.embedded_redis import free_port
 from gateway.accounts import actions
 from gateway.accounts.quota_usage import read_team_usage
+from gateway.accounts.quotas import RateLimitState, Reservation
 from gateway.accounts.records import QuotaLimits
+from gateway.serving.completion import dispatcher
+from gateway.serving.embeddings import EmbeddingRun, _from_workers
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from inference import fleet
+from inference.client import close_http_session
+from inference.deployments import catalog
+from inference.embedding_request import EmbeddingRequest
 from inference.embeddings import OnnxMiniLM
+from inference.scraper import Scraper
+from inference.snapshot import WorkerView, fleet_view
 from inference.worker_command import worker_env, worker_python
+from scaling.routing.batch_meter import OwnLine
 from tests.children import Child, wait_until_serving, worker_script
 from tests.conftest import MESSAGES, REPO_ROOT, child_env
 from tests.waiting import wait_until
@@ -367,3 +378,40 @@ def test_a_real_vllm_embedding_worker_serves_the_openai_client(
     for refused in ({"dimensions": 64}, {"input": "word " * 300}):
         with pytest.raises(openai.BadRequestError):
             client.embeddings.create(model="minilm-vllm", **{"input": "hi", **refused})
+
+
+def test_a_batch_embeddings_line_counts_as_held_by_its_worker_from_its_sending(
+    embedding_worker, settings
+):
+    """An embeddings answer comes whole, with no first chunk before it: a batch line is
+    taken as held by the worker from when it is sent, so a scrape that read the worker
+    while it ran counts it as the runner's, not as interactive load holding a slot."""
+    settings.BATCH_HEADROOM = 0.0
+    deployment = fleet.ensure_deployment(
+        "minilm-on-worker", kind="embedding", served_model_name="all-MiniLM-L6-v2"
+    )
+    fleet.register_worker(deployment, embedding_worker, registered_by="test")
+
+    async def scenario() -> tuple[WorkerView, OwnLine]:
+        try:
+            async with aiohttp.ClientSession() as session:
+                (view,) = await Scraper().scrape_once(session)
+            fleet_view.invalidate()
+            info = await catalog.get("minilm-on-worker")
+            assert info is not None
+            state = RateLimitState(None, None, 0.0, None, None, 0.0)
+            reservation = Reservation(1, None, 0, 0, 0, "2026-12", state, batch_id="batch_1")
+            run = EmbeddingRun("embd-1", info, reservation, input_tokens=2)
+            await _from_workers(run, EmbeddingRequest("minilm-on-worker", ["hello"], None))
+        finally:
+            await close_http_session()
+        (line,) = dispatcher.batch_allowance.lines[embedding_worker].ended
+        return view, line
+
+    view, line = asyncio.run(scenario())
+    assert line.seen_from is not None and line.ended_at is not None
+    # A scrape that began asking after it was sent and read the worker running it.
+    during = replace(
+        view, running=1.0, asked_at=line.seen_from + 1e-6, scraped_at=line.ended_at - 1e-6
+    )
+    assert dispatcher.batch_allowance.room(during) == view.max_in_flight  # all free again

@@ -213,6 +213,10 @@ async def _from_workers(run: EmbeddingRun, request: EmbeddingRequest) -> list[Ve
             raise
         url = run.worker_url = lease.worker.url
         run.on_spot = lease.worker.spot
+        if lease.batch_line is not None:
+            # No chunk comes before the whole answer: held from now, as it is sent (a scrape
+            # asks /health before /metrics, a round trip in which the request arrives).
+            lease.batch_line.answered()
         run.used_tokens = run.input_tokens  # a client that leaves now still had it embedded
         try:
             answer = await embed_on_worker(

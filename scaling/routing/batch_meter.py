@@ -26,12 +26,15 @@ the reading was in (a line that ended here before it is not). `OwnLines` keeps t
 account, per deployment for the meter and per worker for the allowance. They differ in
 when a line is held:
 
-- the allowance's, from the worker's first answer on it (the dispatcher is told of the
-  first chunk): a line granted just before a scrape may not have reached the worker yet
-  (a loaded gateway, vLLM's prefill). Counted from its grant and against one scrape time
+- the allowance's, from the worker's first answer on it (the dispatcher is told of a
+  stream's first chunk): a line granted just before a scrape may not have reached the
+  worker yet (a loaded gateway). Counted from its grant and against one scrape time
   stamped after the reading, a worker took two lines more than its spare in a CI run.
-  Until its first answer a line counts against the room twice at most, once as ours and
-  once in the worker's own counts: conservative, for one scrape interval;
+  Until its first answer a line counts against the room twice, once as ours and once in
+  the worker's own counts: conservative, for as long as it waits in the worker's queue
+  and prefills. An embeddings line has no first chunk before its whole answer: it is
+  taken as held from the moment it is sent (gateway/serving/embeddings.py), else each
+  would count twice for its whole life and the lines would fill half the room;
 - the meter's, from its start: the runner does not see a line's first chunk, and the
   meter only lets lines queue; where each may run is the allowance's to say.
 
@@ -246,7 +249,8 @@ class WorkerAllowance:
         """Drop the entries of workers with nothing in flight whose last line ended longer
         ago than a snapshot stays fresh: no view `room` is asked about can count it. A
         worker gone from the fleet is never asked about again (pods come and go), so its
-        entry would stay; this runs when a worker is first granted a line, which is rare."""
+        entry would stay; this runs when a worker with no entry is granted a line (after
+        each idle spell, not per line)."""
         before = time.time() - settings.FLEET_STALE_AFTER_S
         for url in [url for url, lines in self.lines.items() if lines.ended_before(before)]:
             del self.lines[url]
