@@ -106,7 +106,7 @@ def test_every_page_renders_for_staff(staff_client: Client, page: str, name: str
 def test_staff_without_the_view_permissions_read_totals_but_no_teams_figures() -> None:
     """Being staff is not reading every team's bill: the pages that name teams take the
     admin site's view permission, and say which one is missing."""
-    account_actions.create_team("Acme")
+    acme = account_actions.create_team("Acme")
     client = Client()
     client.force_login(get_user_model().objects.create_user("viewer", is_staff=True))
     for page, permission in (
@@ -123,6 +123,18 @@ def test_staff_without_the_view_permissions_read_totals_but_no_teams_figures() -
     assert reverse("dashboard:costs") not in overview.content.decode()  # no dead links
     assert reverse("dashboard:batches") not in overview.content.decode()
     assert client.get(reverse("dashboard:fleet")).status_code == 200
+    assert (
+        reverse("dashboard:batches") not in client.get(reverse("dashboard:fleet")).content.decode()
+    )
+    team_change = actions.change_cache_policy(None, acme, {"similarity_threshold": 0.9})
+    global_change = actions.change_cache_policy(None, None, {"similarity_threshold": 0.91})
+    global_page = client.get(reverse("dashboard:tuning"))  # the global policy
+    assert global_page.status_code == 200
+    assert reverse("dashboard:revert", args=[global_change.pk]) in global_page.content.decode()
+    assert reverse("dashboard:revert", args=[team_change.pk]) not in global_page.content.decode()
+    team_policy = client.get(reverse("dashboard:tuning"), {"team": acme.pk})
+    assert team_policy.status_code == 403
+    assert "needs the permission caching.view_cachepolicy" in team_policy.content.decode()
     admin_index = client.get("/admin/").content.decode()
     assert reverse("dashboard:overview") in admin_index
     assert reverse("dashboard:costs") not in admin_index

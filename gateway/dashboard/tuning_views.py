@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -40,6 +41,13 @@ def _scope(request: HttpRequest) -> tuple[Team | None, ModelDeployment | None]:
     return team, deployment
 
 
+def _changes(teams_too: bool) -> QuerySet[TuningChange]:
+    """The audit log; without the permission to read teams' cache policies, only the
+    changes that name no team (the global cache policy, autoscaling)."""
+    changes = TuningChange.objects.select_related("user", "team", "deployment")
+    return changes if teams_too else changes.filter(team__isnull=True)
+
+
 def _autoscale_instance(deployment: ModelDeployment | None) -> AutoscalePolicy | None:
     if deployment is None:
         return None
@@ -51,6 +59,7 @@ def _autoscale_instance(deployment: ModelDeployment | None) -> AutoscalePolicy |
 # Staff read the tuning page; changing a policy takes the model's change permission, as in
 # the admin (superusers have every permission).
 CACHE_PERMISSION = "caching.change_cachepolicy"
+VIEW_CACHE_PERMISSION = "caching.view_cachepolicy"  # changing one implies reading it
 AUTOSCALE_PERMISSION = "scaling.change_autoscalepolicy"
 
 
@@ -67,6 +76,12 @@ def staff_user(request: HttpRequest) -> User:
 @staff_member_required
 def tuning(request: HttpRequest) -> HttpResponse:
     team, deployment = _scope(request)
+    # One team's policy and its lookups' preview: the management API's permission.
+    may_read = any(request.user.has_perm(p) for p in (VIEW_CACHE_PERMISSION, CACHE_PERMISSION))
+    if team is not None and not may_read:
+        raise PermissionDenied(
+            f"A team's cache policy needs the permission {VIEW_CACHE_PERMISSION}."
+        )
     cache_form = CachePolicyForm(initial=actions.current_cache_values(team))
     instance = _autoscale_instance(deployment)
     autoscale_form = AutoscalePolicyForm(instance=instance) if instance else None
@@ -104,9 +119,7 @@ def tuning(request: HttpRequest) -> HttpResponse:
             "autoscale_form": autoscale_form,
             "periods": [],
             "effect": effect,
-            "changes": TuningChange.objects.select_related("user", "team", "deployment")[
-                :AUDIT_ROWS
-            ],
+            "changes": _changes(may_read)[:AUDIT_ROWS],
             "charts": [],
             "autoscaler": _autoscaler(deployment, instance) if instance and deployment else None,
         },
