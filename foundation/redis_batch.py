@@ -1,15 +1,18 @@
-"""Redis commands issued in the same event-loop turn travel together, as one pipeline.
+"""Redis commands issued in the same event-loop turn travel together, in one write.
 
 Every request makes a few Redis calls (admission, billing, the cache), and with dozens of
 requests in flight most of them are issued within the same turn of the event loop. Sent one
-by one, each costs redis-py about 85 us of CPU (pool checkout, a write, a read, parsing);
-64 of them in one pipeline cost about 12 us each (measured on this machine kind; see
-docs/benchmarks.md, "The hot path"). A lone command waits for nothing: the batch is flushed
-at the end of the turn it was issued in (`call_soon`), so at concurrency 1 it is sent at once.
+by one through redis-py, each costs about 85 us of CPU (pool checkout, a write, a read,
+parsing); batched, they go out in one write at the end of the turn they were issued in
+(`call_soon`), so at concurrency 1 a lone command is sent at once. Batches share one
+pipelined connection per event loop (foundation/redis_pipe.py): packed by hiredis, replies
+read in order as they arrive, about 6 us of CPU a command.
 
-Each command keeps its own reply and its own error: a pipeline is not a transaction, and a
+Each command keeps its own reply and its own error: a batch is not a transaction, and a
 failing command fails only its caller. A caller cancelled before its batch is sent is left
-out of it; one cancelled after has had its command run, as a plain call would.
+out of it; one cancelled after has had its command run, as a plain call would. A command on
+a connection that breaks before its reply (a Redis restart) is sent once more on a new one,
+like redis-py's own retry (foundation/redis_clients.py): one that had run could run twice.
 """
 
 import asyncio
@@ -17,18 +20,25 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
+import redis.exceptions
+
+from foundation.redis_pipe import RespConnection, Unanswered, open_connection
 
 _Pending = tuple[tuple[Any, ...], "asyncio.Future[Any]"]
 
 
 class CommandBatcher:
-    """One per event loop and Redis client (a future belongs to the loop that made it)."""
+    """One per event loop and Redis client (a future belongs to the loop that made it).
+    `client` stays for what is not batched (loading a script)."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
         self._pending: list[_Pending] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._connection: RespConnection | None = None
+        self._waiting: list[Unanswered] = []  # for the connection being opened
+        self._connecting: asyncio.Task[None] | None = None
 
     async def execute(self, *command: Any) -> Any:
         """One command, e.g. ("EVALSHA", sha, 2, key1, key2, arg); its reply or its error."""
@@ -47,30 +57,56 @@ class CommandBatcher:
         batch = [(command, reply) for command, reply in self._pending if not reply.cancelled()]
         self._pending = []
         if batch:
-            task = asyncio.get_running_loop().create_task(self._send(batch))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._send(batch)
 
-    async def _send(self, batch: list[_Pending]) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        for command, _ in batch:
-            pipe.execute_command(*command)
+    def _send(self, batch: list[_Pending]) -> None:
+        commands: list[Unanswered] = []
+        for command, reply in batch:
+            try:
+                commands.append((hiredis.pack_command(command), reply, 1))
+            except TypeError as exc:  # an argument Redis cannot take (None, a list)
+                reply.set_exception(redis.exceptions.DataError(f"{command[0]}: {exc}"))
+        self._write(commands)
+
+    def _write(self, commands: list[Unanswered]) -> None:
+        connection = self._connection
+        if connection is not None and connection.open:
+            connection.send(commands)
+            return
+        self._waiting.extend(commands)
+        if self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
         try:
-            replies = await pipe.execute(raise_on_error=False)
-        except BaseException as exc:  # the connection failed: every command in it did
-            for _, reply in batch:
+            self._connection = await open_connection(self.client, self._lost)
+        except BaseException as exc:
+            waiting, self._waiting = self._waiting, []
+            error = exc if isinstance(exc, Exception) else redis.exceptions.ConnectionError()
+            for _, reply, _ in waiting:
                 if not reply.done():
-                    reply.set_exception(exc if isinstance(exc, Exception) else ConnectionError())
+                    reply.set_exception(error)
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, reply), result in zip(batch, replies, strict=True):
+        finally:
+            self._connecting = None
+        waiting, self._waiting = self._waiting, []
+        self._write([c for c in waiting if not c[1].done()])
+
+    def _lost(self, unanswered: list[Unanswered], error: Exception) -> None:
+        """A connection closed: what it owed a first time goes again on a new one, unless
+        it was given up as hung (a timeout); the rest fail."""
+        again: list[Unanswered] = []
+        for packed, reply, retries in unanswered:
             if reply.done():
                 continue
-            if isinstance(result, Exception):
-                reply.set_exception(result)
+            if retries and isinstance(error, redis.exceptions.ConnectionError):
+                again.append((packed, reply, retries - 1))
             else:
-                reply.set_result(result)
+                reply.set_exception(error)
+        if again:
+            self._write(again)
 
 
 def batcher_for(

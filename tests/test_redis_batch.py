@@ -1,5 +1,5 @@
-"""Redis commands issued in one event-loop turn share one pipeline, each keeping its own
-reply and error (foundation/redis_batch.py), against a real Redis."""
+"""Redis commands issued in one event-loop turn share one write, each keeping its own reply
+and error (foundation/redis_batch.py, foundation/redis_pipe.py), against a real Redis."""
 
 import asyncio
 from typing import Any
@@ -18,9 +18,9 @@ class CountingBatcher(CommandBatcher):
         super().__init__(client)
         self.pipelines = 0
 
-    async def _send(self, batch: Any) -> None:
+    def _send(self, batch: Any) -> None:
         self.pipelines += 1
-        await super()._send(batch)
+        super()._send(batch)
 
 
 def _run(url: str, scenario: Any) -> Any:
@@ -53,7 +53,7 @@ def test_a_lone_command_is_sent_without_waiting_for_company(redis_url):
         return [first, second], batch.pipelines
 
     replies, pipelines = _run(redis_url, scenario)
-    assert replies == [True, "1"] and pipelines == 2
+    assert replies == ["OK", "1"] and pipelines == 2  # Redis's own replies, no callbacks
 
 
 @pytest.mark.live
@@ -71,6 +71,92 @@ def test_a_failing_command_fails_only_its_caller(redis_url):
     ok, failed, ok_again = _run(redis_url, scenario)
     assert (ok, ok_again) == (1, 2)
     assert isinstance(failed, redis.exceptions.ResponseError)
+    assert "not an integer" in str(failed)
+
+
+@pytest.mark.live
+def test_an_unknown_script_fails_as_redis_pys_no_script_error(redis_url):
+    """Callers reload a script Redis forgot by catching NoScriptError (foundation/lua.py)."""
+
+    async def scenario(batch: CountingBatcher) -> Any:
+        return await asyncio.gather(
+            batch.execute("EVALSHA", "0" * 40, 0), batch.execute("PING"), return_exceptions=True
+        )
+
+    missing, pong = _run(redis_url, scenario)
+    assert isinstance(missing, redis.exceptions.NoScriptError) and pong == "PONG"
+
+
+@pytest.mark.live
+def test_an_argument_redis_cannot_take_fails_only_its_command(redis_url):
+    async def scenario(batch: CountingBatcher) -> Any:
+        return await asyncio.gather(
+            batch.execute("SET", "k", None), batch.execute("INCR", "n"), return_exceptions=True
+        )
+
+    refused, counted = _run(redis_url, scenario)
+    assert isinstance(refused, redis.exceptions.DataError) and counted == 1
+
+
+@pytest.mark.live
+def test_batches_sent_before_earlier_replies_came_back_get_their_own_replies(redis_url):
+    """Batches share one connection without waiting for each other: replies match in order."""
+
+    async def scenario(batch: CountingBatcher) -> list[list[Any]]:
+        async def turn(n: int) -> list[Any]:
+            await asyncio.sleep(0.0001 * (n % 7))
+            value = "x" * (n * 997 % 20_000)  # some replies span several socket reads
+            await batch.execute("SET", f"key-{n}", value)
+            return [n, len(await batch.execute("GET", f"key-{n}"))]
+
+        return list(await asyncio.gather(*(turn(n) for n in range(300))))
+
+    replies = _run(redis_url, scenario)
+    assert replies == [[n, n * 997 % 20_000] for n in range(300)]
+
+
+@pytest.mark.live
+def test_a_command_on_a_connection_redis_closed_is_sent_again_on_a_new_one(redis_url):
+    async def scenario(batch: CountingBatcher) -> Any:
+        await batch.execute("CLIENT", "SETNAME", "batched")
+        # Redis closes the batcher's connection (as a restart would); the next command must
+        # not fail for it, and runs once.
+        killer = aioredis.from_url(redis_url, decode_responses=True)
+        await killer.client_kill_filter(_type="normal", skipme=True)
+        await killer.aclose()
+        return await batch.execute("INCR", "after-kill")
+
+    assert _run(redis_url, scenario) == 1
+
+
+@pytest.mark.live
+def test_a_redis_that_stops_answering_fails_the_waiting_commands_with_a_timeout(redis_url):
+    async def scenario(batch: CountingBatcher) -> Any:
+        await batch.execute("PING")  # connected
+        other = aioredis.from_url(redis_url, decode_responses=True)
+        try:
+            # Redis hangs for 1.5 s; the batcher's socket timeout is 0.3 s.
+            pausing = asyncio.ensure_future(other.execute_command("CLIENT", "PAUSE", 1500))
+            await pausing
+            started = asyncio.get_running_loop().time()
+            outcome = await asyncio.gather(batch.execute("PING"), return_exceptions=True)
+            waited = asyncio.get_running_loop().time() - started
+            await other.execute_command("CLIENT", "UNPAUSE")
+            return outcome[0], waited, await batch.execute("PING")
+        finally:
+            await other.aclose()
+
+    async def main() -> Any:
+        client = aioredis.from_url(redis_url, decode_responses=True, socket_timeout=0.3)
+        try:
+            return await scenario(CountingBatcher(client))
+        finally:
+            await client.aclose()
+
+    failure, waited, after = asyncio.run(main())
+    assert isinstance(failure, redis.exceptions.TimeoutError)
+    assert waited < 1.2  # given up on well before Redis answered
+    assert after == "PONG"  # a new connection once Redis answers again
 
 
 @pytest.mark.live
@@ -97,3 +183,15 @@ def test_an_unreachable_redis_fails_every_command_of_the_batch(unreachable_redis
     failures = _run(unreachable_redis_url, scenario)
     assert len(failures) == 3
     assert all(isinstance(f, redis.exceptions.ConnectionError) for f in failures)
+
+
+@pytest.mark.live
+def test_the_database_named_in_the_url_is_the_one_written(redis_url):
+    in_db_3 = redis_url.rsplit("/", 1)[0] + "/3"
+
+    async def scenario(batch: CountingBatcher) -> Any:
+        return await batch.execute("SET", "where", "three")
+
+    assert _run(in_db_3, scenario) == "OK"
+    assert redis.Redis.from_url(in_db_3, decode_responses=True).get("where") == "three"
+    assert redis.Redis.from_url(redis_url, decode_responses=True).get("where") is None

@@ -54,9 +54,9 @@ class RecordingBatcher(CommandBatcher):
         super().__init__(client)
         self.pipelines: list[list[tuple[str, Any]]] = []
 
-    async def _send(self, batch: Any) -> None:
+    def _send(self, batch: Any) -> None:
         self.pipelines.append([(str(c[0]), c[1] if len(c) > 1 else None) for c, _ in batch])
-        await super()._send(batch)
+        super()._send(batch)
 
 
 @pytest.fixture
