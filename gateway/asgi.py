@@ -10,6 +10,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from foundation.gc_tuning import tune_for_serving  # noqa: E402
 from gateway.api.common import holds_an_inference_key  # noqa: E402
 from gateway.api_handler import split_application  # noqa: E402
 from gateway.body_limit import BodySizeLimit  # noqa: E402
@@ -41,3 +42,7 @@ application = DrainGuard(
         }
     )
 )
+
+# Last: everything start-up built is in place (foundation/gc_tuning.py).
+if settings.GC_GEN0_THRESHOLD:
+    tune_for_serving(settings.GC_GEN0_THRESHOLD)

@@ -154,6 +154,9 @@ EMBEDDING_MODEL_DIR = Path(
 REDIS_CONNECT_TIMEOUT_S = env_float("REDIS_CONNECT_TIMEOUT_S", 1.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 64, minimum=1)
+# The gateway's garbage collector (foundation/gc_tuning.py): objects allocated between two
+# collections of the youngest generation (CPython's default is 700); 0 leaves it untuned.
+GC_GEN0_THRESHOLD = env_int("GC_GEN0_THRESHOLD", 50_000, minimum=0)
 
 # Its socket timeout outlasts channels-redis's blocking pop (foundation/channel_layer.py says why).
 CHANNEL_LAYERS = channel_layers_for(REDIS_URL, REDIS_CONNECT_TIMEOUT_S)
