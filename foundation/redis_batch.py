@@ -6,7 +6,7 @@ by one through redis-py, each costs about 85 us of CPU (pool checkout, a write, 
 parsing); batched, they go out in one write at the end of the turn they were issued in
 (`call_soon`), so at concurrency 1 a lone command is sent at once. Batches share one
 pipelined connection per event loop (foundation/redis_pipe.py): packed by hiredis, replies
-read in order as they arrive, about 6 us of CPU a command.
+read in order as they arrive, about 4 to 5 us of CPU a command (bench.redis_batch).
 
 Each command keeps its own reply and its own error: a batch is not a transaction, and a
 failing command fails only its caller. A caller cancelled before its batch is sent is left
