@@ -1,4 +1,5 @@
-"""Stream chat completions from vLLM workers over one pooled HTTP client per event loop.
+"""Stream chat completions from vLLM workers over keep-alive connections per event loop
+(inference/worker_http.py).
 
 Timeouts: connect, first token, and idle between chunks. A failure before the first
 token is retried on another worker (nothing has reached the client yet); a failure after
@@ -9,22 +10,19 @@ vLLM aborts a request whose connection closes.
 
 import asyncio
 import logging
-import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 from django.conf import settings
 
 from foundation.json_bytes import json_bytes
+from inference import worker_http
 from inference.chat_request import CHAT_PATH, TEXT_PATH
 from inference.text_completion import as_chat_chunk
+from inference.worker_http import ProtocolError, WorkerResponse
 
 logger = logging.getLogger(__name__)
-_sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = (
-    weakref.WeakKeyDictionary()
-)
 
 
 PLATFORM_REFUSALS = frozenset({401, 403, 429})  # the worker refused us, not the request
@@ -58,33 +56,33 @@ class UpstreamError(Exception):
         return self.before_first_token and not self.client_error
 
 
-def http_session() -> aiohttp.ClientSession:
-    loop = asyncio.get_running_loop()
-    session = _sessions.get(loop)
-    if session is None or session.closed:
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30)
-        # orjson for request bodies too (aiohttp's default is json.dumps). No cookie jar: a
-        # cookie one worker sets must not ride along on requests to the others, or on other
-        # teams' requests (and none is filtered per request).
-        session = aiohttp.ClientSession(
-            connector=connector, json_serialize=_json_text, cookie_jar=aiohttp.DummyCookieJar()
-        )
-        _sessions[loop] = session
-    return session
+# What a worker's failure can raise from the connection: refused, reset or closed
+# (OSError), an answer this client cannot read (ProtocolError), JSON that is not (ValueError).
+TRANSPORT_ERRORS = (OSError, ProtocolError, ValueError)
+MAX_ERROR_DETAIL_BYTES = 64 * 1024
 
 
-JSON_HEADERS = {"Content-Type": "application/json"}
+async def post_json(
+    url: str, path: str, payload: Any, headers: Mapping[str, str] | None = None
+) -> WorkerResponse:
+    """POST a JSON payload to a worker; the answer's status and headers, its body to read."""
+    return await worker_http.post(
+        url, path, json_bytes(payload), headers, settings.UPSTREAM_CONNECT_TIMEOUT_S
+    )
 
 
-def _json_text(value: Any) -> str:
-    return json_bytes(value).decode()
+async def error_detail(response: WorkerResponse) -> str:
+    """The start of a worker's error answer, for the log and the client (empty if it cannot
+    be read: the status is what matters)."""
+    try:
+        return (await response.read_all(MAX_ERROR_DETAIL_BYTES)).decode(errors="replace")[:500]
+    except (OSError, ProtocolError):
+        return ""
 
 
 async def close_http_session() -> None:
-    """Close this loop's session (process shutdown, the end of a test's event loop)."""
-    session = _sessions.pop(asyncio.get_running_loop(), None)
-    if session is not None:
-        await session.close()
+    """Close this loop's worker connections (process shutdown, the end of a test's loop)."""
+    worker_http.close_pool()
 
 
 Chunk = dict[str, Any]
@@ -93,14 +91,13 @@ Chunk = dict[str, Any]
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # one SSE event from a worker (a chunk with logprobs is KBs)
 
 
-async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[Chunk, None]:
+async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, None]:
     """Parse an SSE body into chunk dicts; idle timeout between reads; stop at [DONE].
 
     Reads whatever the socket has (an event, usually whole, per read) and splits lines
     itself: a readline per line cost two reads and two timeouts per event (an event is its
     data line and a blank one), the largest share of a streamed chunk's gateway CPU. orjson
     parses the data (several times faster than json; NaN is refused, as vLLM never sends)."""
-    content = response.content
     # The first read waits as long as _open's first-token timeout lets it (a long prefill,
     # or a queue on the worker, can outlast the idle timeout); the idle timeout is for the
     # gaps after it.
@@ -109,7 +106,7 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
     while True:
         try:
             async with asyncio.timeout(idle):  # no task per read
-                data = await content.readany()
+                data = await response.read()
         except TimeoutError:
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
         if not data:
@@ -130,20 +127,14 @@ async def _chunks(response: aiohttp.ClientResponse, url: str) -> AsyncGenerator[
 
 async def _open(
     url: str, payload: dict[str, Any], path: str, headers: dict[str, str] | None
-) -> tuple[aiohttp.ClientResponse, Chunk, AsyncGenerator[Chunk, None]]:
+) -> tuple[WorkerResponse, Chunk, AsyncGenerator[Chunk, None]]:
     """POST and wait for the first chunk, all within the first-token timeout."""
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S)
     response = None
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
-            response = await http_session().post(
-                f"{url}{path}",
-                data=json_bytes(payload),  # bytes as they go: no str and no payload object
-                timeout=timeout,
-                headers=JSON_HEADERS if headers is None else {**JSON_HEADERS, **headers},
-            )
+            response = await post_json(url, path, payload, headers)
             if response.status != 200:
-                detail = (await response.text())[:500]
+                detail = await error_detail(response)
                 raise UpstreamError(
                     f"worker answered {response.status}: {detail}",
                     url,
@@ -165,7 +156,7 @@ async def _open(
             raise UpstreamError(str(exc), url, True, status=exc.status) from exc
         if isinstance(exc, TimeoutError):
             raise UpstreamError("no first token in time", url, True) from None
-        if isinstance(exc, aiohttp.ClientError | StopAsyncIteration | ValueError):
+        if isinstance(exc, TRANSPORT_ERRORS | StopAsyncIteration):
             raise UpstreamError(
                 f"worker failed before the first token: {exc!r}", url, True
             ) from exc
@@ -196,7 +187,7 @@ async def stream_from_worker(
         try:
             async for chunk in chunks:
                 yield chunk
-        except (aiohttp.ClientError, ValueError) as exc:
+        except TRANSPORT_ERRORS as exc:
             raise UpstreamError(f"stream broke: {exc!r}", url, False) from exc
         finished = True
     finally:
@@ -204,6 +195,9 @@ async def stream_from_worker(
             response.release()  # back to the pool: no new TCP connection per request
         else:
             response.close()  # mid-stream: drops the connection, so vLLM aborts the request
+
+
+MAX_TOKENIZE_ANSWER_BYTES = 32 * 1024 * 1024  # the count, and every token id of a long prompt
 
 
 async def count_prompt_tokens(
@@ -230,19 +224,19 @@ async def count_prompt_tokens(
     if chat_template_kwargs and text_prompt is None:  # e.g. enable_thinking: another prompt
         payload["chat_template_kwargs"] = chat_template_kwargs
     total = settings.UPSTREAM_CONNECT_TIMEOUT_S + 2 if timeout_s is None else timeout_s
-    timeout = aiohttp.ClientTimeout(total=total)
     try:
-        async with http_session().post(
-            f"{url}/tokenize", json=payload, timeout=timeout, headers=headers
-        ) as reply:
+        async with asyncio.timeout(total):
+            reply = await post_json(url, "/tokenize", payload, headers)
             if reply.status != 200:
+                reply.close()
                 # Only the status: a worker's validation error quotes the prompt it refused,
                 # which must not reach the logs.
                 raise UpstreamError(
                     f"tokenize answered {reply.status}", url, False, status=reply.status
                 )
-            count = (await reply.json()).get("count")
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            answer = orjson.loads(await reply.read_all(MAX_TOKENIZE_ANSWER_BYTES))
+            count = answer.get("count") if isinstance(answer, dict) else None
+    except TRANSPORT_ERRORS as exc:  # TimeoutError is an OSError
         raise UpstreamError(f"tokenize failed: {exc!r}", url, False) from exc
     if not isinstance(count, int) or count < 0:
         raise UpstreamError(f"tokenize gave no count: {count!r}", url, False)

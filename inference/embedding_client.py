@@ -1,19 +1,24 @@
 """Ask one embedding worker (vLLM with a pooling model, or any OpenAI-compatible server)
-for a request's vectors, over the pooled HTTP client of inference/client.py.
+for a request's vectors, over the worker connections of inference/client.py.
 
 Embeddings come back in one answer: a failure at any point is "before the first token"
 (nothing has reached the client), so the caller may retry it on another worker unless the
 worker refused the request itself (a 4xx, which another worker would refuse too).
 """
 
+import asyncio
 from typing import Any
 
-import aiohttp
+import orjson
 from django.conf import settings
 
-from inference.client import UpstreamError, http_session
+from inference.client import TRANSPORT_ERRORS, UpstreamError, error_detail, post_json
 
 __all__ = ["UpstreamError", "WorkerEmbeddings", "embed_on_worker"]
+
+
+# One vector as JSON text: 8,192 dimensions at 20 characters each is 160 KB; base64 is less.
+MAX_VECTOR_JSON_BYTES = 1024 * 1024
 
 
 class WorkerEmbeddings:
@@ -35,19 +40,14 @@ async def embed_on_worker(
     """POST {url}/v1/embeddings with the worker's own model name; `count` inputs; headers:
     the deployment's (its workers' API key)."""
     payload = {**body, "model": upstream_model}
-    timeout = aiohttp.ClientTimeout(
-        total=settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S,
-        sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT_S,
-    )
     try:
-        async with http_session().post(
-            f"{url}/v1/embeddings", json=payload, timeout=timeout, headers=headers
-        ) as r:
+        async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
+            r = await post_json(url, "/v1/embeddings", payload, headers)
             if r.status != 200:
-                detail = (await r.text())[:500]
+                detail = await error_detail(r)
                 raise UpstreamError(f"worker answered {r.status}: {detail}", url, True, r.status)
-            answer = await r.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            answer = orjson.loads(await r.read_all((count + 1) * MAX_VECTOR_JSON_BYTES))
+    except TRANSPORT_ERRORS as exc:  # TimeoutError is an OSError
         raise UpstreamError(f"embedding request failed: {exc!r}", url, True) from exc
     return _checked(answer, count, url)
 
