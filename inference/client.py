@@ -156,7 +156,7 @@ async def _open(
             raise UpstreamError(str(exc), url, True, status=exc.status) from exc
         if isinstance(exc, TimeoutError):
             raise UpstreamError("no first token in time", url, True) from None
-        if isinstance(exc, TRANSPORT_ERRORS | StopAsyncIteration):
+        if isinstance(exc, (*TRANSPORT_ERRORS, StopAsyncIteration)):
             raise UpstreamError(
                 f"worker failed before the first token: {exc!r}", url, True
             ) from exc
