@@ -80,3 +80,29 @@ def test_events_of_a_deleted_team_are_dropped_not_stuck(caplog):
     assert ingest("worker") == 1
     assert "team" in caplog.text and "was deleted" in caplog.text
     assert isinstance(sync_redis(), redis.Redis)
+
+
+def test_a_recorded_event_keeps_every_field_as_sent():
+    team = actions.create_team("Acme")
+    sent = UsageEvent(
+        request_id="chatcmpl-fields",
+        team_id=team.pk,
+        api_key_id="abcd1234",
+        model="qwen",
+        prompt_tokens=11,
+        completion_tokens=7,
+        status="failed",
+        latency_ms=345,
+        ttft_ms=None,
+        worker="http://w:8000",
+        cost_micros=2**40,  # a BIGINT column
+        created_at=1_790_000_000.123456,
+        cache_result="semantic",
+        batch_id="batch_abc",
+    )
+    async_to_sync(record_usage)(sent)
+    assert ingest("worker-1") == 1
+    row = UsageRecord.objects.get(request_id="chatcmpl-fields")
+    expected = {name: value for name, value in vars(sent).items() if name != "created_at"}
+    assert {name: getattr(row, name) for name in expected} == expected
+    assert row.created_at.timestamp() == pytest.approx(sent.created_at, abs=1e-6)
