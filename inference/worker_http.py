@@ -246,15 +246,19 @@ class _Connection(asyncio.Protocol):
 class WorkerResponse:
     """A worker's answer: its status at once, its body as it arrives. End it with
     `release()` (body read to its end: the connection is kept) or `close()` (anything else;
-    closing mid-stream makes vLLM abort the request)."""
+    closing mid-stream makes vLLM abort the request). Once ended, it lets go of the
+    connection: a second `close()` cannot reach one already serving another request."""
 
     __slots__ = ("_connection", "status")
 
     def __init__(self, connection: _Connection) -> None:
-        self._connection = connection
+        self._connection: _Connection | None = connection
         self.status = connection.status
 
     async def read(self) -> bytes:
+        """What has arrived of the body since the last read, or b"" at its end."""
+        if self._connection is None:
+            raise ConnectionError("this answer was already ended")
         return await self._connection.read()
 
     async def read_all(self, limit: int) -> bytes:
@@ -262,7 +266,7 @@ class WorkerResponse:
         parts: list[bytes] = []
         size = 0
         try:
-            while data := await self._connection.read():
+            while data := await self.read():
                 size += len(data)
                 if size > limit:
                     raise ProtocolError(f"the worker's answer is over {limit} bytes")
@@ -274,10 +278,14 @@ class WorkerResponse:
         return b"".join(parts)
 
     def release(self) -> None:
-        self._connection.release()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.release()
 
     def close(self) -> None:
-        self._connection.close()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
 
 
 class _Pool:

@@ -269,3 +269,27 @@ def test_a_refused_connection_is_a_connection_error():
             await post(f"http://127.0.0.1:{port}")
 
     asyncio.run(scenario())
+
+
+def test_closing_an_answer_already_released_leaves_the_pooled_connection_alone():
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(answer(b"ok"))
+
+    async def scenario(url: str) -> bytes:
+        first = await post(url)
+        await first.read_all(10)  # released: its connection is back in the pool
+        first.close()  # e.g. an error path's cleanup: must not close the pooled connection
+        second = await post(url)
+        return await second.read_all(10)
+
+    assert asyncio.run(serving(handler, scenario)) == b"ok"
+    assert connections == 1
