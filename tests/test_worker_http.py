@@ -40,6 +40,23 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     return head, await reader.readexactly(length)
 
 
+class KeepAliveWorker:
+    """Answers every request on a connection with `reply(body)`, and counts connections."""
+
+    def __init__(self, reply: Callable[[bytes], bytes]) -> None:
+        self.reply = reply
+        self.connections = 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        while True:
+            try:
+                _, body = await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(self.reply(body))
+
+
 async def serving(handler: Handler, scenario: Callable[[str], Awaitable[Any]]) -> Any:
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -55,17 +72,7 @@ def post(url: str, body: bytes = b"{}", **kwargs: Any) -> Awaitable[worker_http.
 
 
 def test_sequential_requests_share_one_kept_alive_connection():
-    connections = 0
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while True:
-            try:
-                _, body = await read_request(reader)
-            except asyncio.IncompleteReadError:
-                return
-            writer.write(answer(b"echo " + body))
+    worker = KeepAliveWorker(lambda body: answer(b"echo " + body))
 
     async def scenario(url: str) -> list[bytes]:
         bodies = []
@@ -74,12 +81,12 @@ def test_sequential_requests_share_one_kept_alive_connection():
             bodies.append(await response.read_all(1000))
         return bodies
 
-    assert asyncio.run(serving(handler, scenario)) == [
+    assert asyncio.run(serving(worker, scenario)) == [
         b'echo {"n": 0}',
         b'echo {"n": 1}',
         b'echo {"n": 2}',
     ]
-    assert connections == 1
+    assert worker.connections == 1
 
 
 def test_a_connection_the_worker_closed_while_idle_is_replaced():
@@ -272,17 +279,7 @@ def test_a_refused_connection_is_a_connection_error():
 
 
 def test_closing_an_answer_already_released_leaves_the_pooled_connection_alone():
-    connections = 0
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while True:
-            try:
-                await read_request(reader)
-            except asyncio.IncompleteReadError:
-                return
-            writer.write(answer(b"ok"))
+    worker = KeepAliveWorker(lambda body: answer(b"ok"))
 
     async def scenario(url: str) -> bytes:
         first = await post(url)
@@ -291,5 +288,5 @@ def test_closing_an_answer_already_released_leaves_the_pooled_connection_alone()
         second = await post(url)
         return await second.read_all(10)
 
-    assert asyncio.run(serving(handler, scenario)) == b"ok"
-    assert connections == 1
+    assert asyncio.run(serving(worker, scenario)) == b"ok"
+    assert worker.connections == 1
