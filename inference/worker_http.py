@@ -131,12 +131,6 @@ class _Connection(asyncio.Protocol):
                 reason = f": {exc!r}" if exc else ""
                 self._fail(ConnectionError(f"the worker closed the connection{reason}"))
 
-    def pause_writing(self) -> None:  # request bodies are written whole; nothing to pause
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -219,7 +213,8 @@ class _Connection(asyncio.Protocol):
             return
         self._stop_lingering()
         self.in_flight = False
-        if self.closed or not self._keep_alive or not self._delimited:
+        # A body that ran to the connection's end completed in connection_lost: closed.
+        if self.closed or not self._keep_alive:
             self.close()
         else:
             self.pool.put_back(self)
