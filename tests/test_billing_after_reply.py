@@ -1,8 +1,11 @@
-"""A non-streamed reply goes out before its billing round trip, and is billed all the same:
-the quota was reserved at admission, so the client need not wait for the reconcile."""
+"""A non-streamed reply goes out before its billing round trip, and a stream ends before
+it, and both are billed all the same: the quota was reserved at admission, so the client
+need not wait for the reconcile."""
 
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,4 +102,64 @@ def test_a_reply_goes_out_while_its_billing_waits_and_is_billed_after(platform):
     assert (record.prompt_tokens, record.completion_tokens) == (
         reply.usage.prompt_tokens,
         reply.usage.completion_tokens,
+    )
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_ends_while_its_billing_waits_and_is_billed_after(platform):
+    """The stream's response ends with its [DONE] event; the settlement that follows (the
+    reconcile and the usage event) does not keep the connection open. Read to the end of
+    the body, as curl and most SSE clients do (the openai client stops at
+    [DONE] and closes the connection, so it would not notice)."""
+    team, sim, client = platform["team"], platform["sim"], platform["client"]
+    wait_until(lambda: _minute_tokens(team) == _ledger_tokens(), 10, "warm-up settled")
+    before = _minute_tokens(team)
+    primary = redis.Redis.from_url(platform["redis_url"])
+    paused_until: list[float] = []
+
+    def pause_writes_once_generating() -> None:
+        wait_until(lambda: sim.metric("vllm:num_requests_running") == 1, 5, "the generation")
+        primary.execute_command("CLIENT", "PAUSE", int(PAUSE_S * 1000), "WRITE")
+        paused_until.append(time.monotonic() + PAUSE_S)
+
+    pausing = threading.Thread(target=pause_writes_once_generating)
+    pausing.start()
+    body = {
+        "model": "small-model",
+        "messages": QUESTION,
+        "max_tokens": 400,
+        "temperature": 0.7,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{client.base_url}chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {client.api_key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        raw = response.read()  # to the end of the body, not only to [DONE]
+    ended = time.monotonic()
+    pausing.join()
+    assert ended < paused_until[0]
+    events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    usage = chunks[-1]["usage"]
+    assert any(c["choices"] and c["choices"][0]["delta"].get("content") for c in chunks)
+    used = usage["prompt_tokens"] + usage["completion_tokens"]
+    assert _minute_tokens(team) - before >= usage["prompt_tokens"] + 400 > used
+    primary.execute_command("CLIENT", "UNPAUSE")
+    wait_until(lambda: _minute_tokens(team) - before == used, 10, "the reconcile")
+
+    def recorded() -> list[UsageRecord]:
+        ingest("test-consumer")
+        return list(UsageRecord.objects.filter(request_id=chunks[0]["id"]))
+
+    [record] = wait_until(recorded, 10, "the usage record")
+    assert (record.prompt_tokens, record.completion_tokens) == (
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
     )

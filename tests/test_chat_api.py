@@ -199,6 +199,30 @@ def test_oversized_bodies_get_413_even_when_chunked(platform):
     assert json.loads(response.read())["error"]["code"] == "request_too_large"
 
 
+def test_a_body_that_arrives_in_parts_is_read_whole(platform):
+    """A chunked upload, its parts apart in time, reaches the server as several messages:
+    the handler keeps one message in memory and spools several, and both read the same."""
+    body = json.dumps({"model": "small-model", "messages": MESSAGES, "max_tokens": 3}).encode()
+
+    def parts():
+        for start in range(0, len(body), 16):
+            time.sleep(0.02)  # each part a message of its own
+            yield body[start : start + 16]
+
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=10)
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        body=parts(),
+        encode_chunked=True,
+        headers={"Authorization": f"Bearer {platform['key']}", "Transfer-Encoding": "chunked"},
+    )
+    response = connection.getresponse()
+    reply = json.loads(response.read())
+    assert response.status == 200, reply
+    assert reply["object"] == "chat.completion" and reply["usage"]["completion_tokens"] > 0
+
+
 def test_admin_static_files_are_served_without_a_cdn(platform):
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
     for path, marker in (

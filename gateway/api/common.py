@@ -1,7 +1,6 @@
 """What every /v1/ adapter does around its pipeline: read the bearer key, and finish the
 response (the request counter, x-request-id and the pipeline's headers)."""
 
-import asyncio
 from collections.abc import AsyncGenerator, MutableMapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from gateway.accounts.authentication import authenticate_key, bearer_token
 from gateway.accounts.records import KeyRecord
 from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
 from gateway.serving.errors import DOMAIN_ERRORS
+from gateway.serving.settlement import BillAfterReply
 
 
 def credential(request: HttpRequest) -> ApiKeyCredential:
@@ -35,13 +35,19 @@ class EventStream(StreamingHttpResponse):
         self["X-Accel-Buffering"] = "no"  # nginx relays each event at once, whatever its config
 
 
+class LastEvent(bytes):
+    """A stream's final event: the API handler ends the response with it, then closes the
+    generator, so what the generator does on closing (the request's settlement: a Redis
+    round trip or two) runs after the client has its whole stream, not before."""
+
+
 AFTER_SENT = "sluice_after_sent"
 
 
 def awaiting_after_sent(
-    response: HttpResponseBase, work: "asyncio.Future[None] | None"
+    response: HttpResponseBase, work: BillAfterReply | None
 ) -> HttpResponseBase:
-    """Work already running that the API handler awaits once the response is sent (a
+    """Work that the API handler releases and awaits once the response is sent (a
     non-streamed reply's billing): the client is not kept waiting for it, and the
     connection's ASGI call lasts until it is done, so a draining server waits for it."""
     if work is not None:

@@ -23,6 +23,7 @@ from foundation.json_bytes import json_bytes
 from gateway.accounts.authentication import check_model_allowed
 from gateway.api.common import (
     EventStream,
+    LastEvent,
     awaiting_after_sent,
     credential,
     finish,
@@ -133,8 +134,9 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
             except DOMAIN_ERRORS as exc:
                 failure = api_error(exc)
     except BaseException:
-        if run.billing is not None:  # no reply will carry it to the handler: wait for it here
-            await asyncio.shield(run.billing)
+        if run.billing is not None:  # no reply will carry it to the handler: bill it here
+            run.billing.reply_sent()
+            await asyncio.shield(run.billing.task)
         raise
     reply = json_response(body) if failure is None else failure.response()
     finished = finish(reply, request_id, run.response_headers(), model)
@@ -146,20 +148,20 @@ async def _sse(run: Completion, shape: ReplyShape) -> AsyncGenerator[bytes, None
     A stream still running shortly before a draining process's deadline (gateway/drain.py)
     ends with a service_unavailable error chunk, billed for what was made, instead of being
     cut by the server's shutdown."""
-    async with run:
+    async with run:  # its exit settles: after the last event has ended the response
         try:
             for opening in shape.opening(run):
                 yield b"data: " + json_bytes(opening) + b"\n\n"
             async for chunk in run.stream():
                 if drain.stopping_streams:
-                    yield restarting().sse_chunk()
+                    yield LastEvent(restarting().sse_chunk())
                     return
                 visible = shape.chunk(run, chunk)
                 if visible is not None:
                     yield b"data: " + json_bytes(visible) + b"\n\n"
-            yield b"data: [DONE]\n\n"
+            yield LastEvent(b"data: [DONE]\n\n")
         except DOMAIN_ERRORS as exc:  # a mid-stream failure ends the stream with an error chunk
-            yield api_error(exc).sse_chunk()
+            yield LastEvent(api_error(exc).sse_chunk())
 
 
 def _visible(chunk: dict[str, Any], include_usage: bool) -> dict[str, Any]:

@@ -46,9 +46,9 @@ async def settle(run: "Completion") -> None:
     charge = bill(run.reservation, prompt + completion, cost, event)
     billing: Awaitable[None] | None = charge  # None once it runs on its own
     if run.bill_after_reply and run.status != "cancelled":
-        # Started now, awaited by the adapter once the reply is out (gateway/api_handler.py).
+        # Sent once the reply is out, awaited by the adapter then (gateway/api_handler.py).
         # A client that left gets no reply: its billing is awaited here, as any other's.
-        run.billing, billing = in_background(charge), None
+        run.billing, billing = BillAfterReply(charge), None
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
     logger.log(
@@ -76,6 +76,34 @@ async def settle(run: "Completion") -> None:
     if billing is not None:
         parts.append(billing)
     await asyncio.gather(*parts)
+
+
+class BillAfterReply:
+    """A non-streamed reply's billing, held until the reply has gone out. It is a task from
+    the start, so nothing drops it, but it sends its round trip only once told the reply
+    is out (reply_sent), or after REPLY_WAIT_S if no one tells it: sent first, the round
+    trip had Redis run ahead of the reply on a shared core, 0.2 ms of a lone request's
+    latency."""
+
+    REPLY_WAIT_S = 5.0
+
+    def __init__(self, charge: Awaitable[None]) -> None:
+        self._sent = asyncio.Event()
+        self.task = in_background(self._after_reply(charge))
+
+    def reply_sent(self) -> None:
+        self._sent.set()
+
+    async def _after_reply(self, charge: Awaitable[None]) -> None:
+        try:
+            async with asyncio.timeout(self.REPLY_WAIT_S):
+                await self._sent.wait()
+        except TimeoutError:
+            pass  # a reply that never reached an API handler (a test's client, say)
+        except asyncio.CancelledError:
+            await charge  # the process is stopping: bill now
+            raise
+        await charge
 
 
 def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
