@@ -27,6 +27,7 @@ from caching.policy import CacheSettings, policy_for_team
 from caching.semantic import SemanticMatch, SemanticUnavailable
 from caching.semantic_keys import ENTRY_PREFIX, SemanticSlot
 from foundation import metrics
+from foundation.json_bytes import json_bytes
 from foundation.redis_clients import (
     REDIS_FAILURES,
     RedisUnavailable,
@@ -320,9 +321,9 @@ async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ..
 
 def _served_record(
     team_id: int, entries: tuple[EntryRef, ...], semantic_hit: str | None = None
-) -> str:
+) -> bytes:
     record = {"team": team_id, "entries": [[e.namespace, e.key] for e in entries]}
-    return json.dumps(record | ({"semantic_hit": semantic_hit} if semantic_hit else {}))
+    return json_bytes(record | ({"semantic_hit": semantic_hit} if semantic_hit else {}))
 
 
 async def report_false_hit(request_id: str, team_id: int) -> bool:
