@@ -244,11 +244,7 @@ class Dispatcher:
         handed_over = False
         try:
             self._serve(queue, routable)
-            if waiter.future.done():  # served (or refused) at once: no timer, no loop turn
-                lease = waiter.future.result()
-                handed_over = True
-                return lease
-            if self.publisher is not None:
+            if self.publisher is not None and not waiter.future.done():
                 self.publisher.wake(self.queue_lengths)  # it waits: the queue is news
             while True:
                 try:
