@@ -169,8 +169,12 @@ class ApiHandler(ASGIHandler):
         race = _Race()
 
         def client_left(listener: "asyncio.Task[None]") -> None:
-            if race.running and not listener.cancelled() and listener.exception() is not None:
-                race.client_left = True  # listen_for_disconnect raised RequestAborted
+            # exception() whether or not the race is still on: an exception left unread
+            # is logged when the task is collected.
+            if listener.cancelled() or listener.exception() is None:
+                return
+            if race.running:  # listen_for_disconnect raised RequestAborted
+                race.client_left = True
                 this.cancel()
 
         leave = asyncio.create_task(self.listen_for_disconnect(receive))
