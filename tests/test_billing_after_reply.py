@@ -63,23 +63,38 @@ def _ledger_tokens() -> int:
     return sum(r.prompt_tokens + r.completion_tokens for r in UsageRecord.objects.all())
 
 
-@pytest.mark.live
-@pytest.mark.django_db(transaction=True)
-def test_a_reply_goes_out_while_its_billing_waits_and_is_billed_after(platform):
-    team, sim = platform["team"], platform["sim"]
-    # The warm-up requests are settled: the minute counts what the ledger says.
+def _minute_tokens_once_settled(team: Any) -> int:
+    """The minute's tokens once the warm-up requests are settled (the ledger agrees)."""
     wait_until(lambda: _minute_tokens(team) == _ledger_tokens(), 10, "warm-up settled")
-    before = _minute_tokens(team)
+    return _minute_tokens(team)
+
+
+def _pause_writes_once_generating(
+    platform: dict[str, Any],
+) -> tuple[threading.Thread, list[float], redis.Redis]:
+    """A thread that pauses the primary Redis's writes for PAUSE_S once the worker is
+    generating; the list gets the moment the pause ends."""
     primary = redis.Redis.from_url(platform["redis_url"])
     paused_until: list[float] = []
 
-    def pause_writes_once_generating() -> None:
-        wait_until(lambda: sim.metric("vllm:num_requests_running") == 1, 5, "the generation")
+    def pause() -> None:
+        wait_until(
+            lambda: platform["sim"].metric("vllm:num_requests_running") == 1, 5, "the generation"
+        )
         primary.execute_command("CLIENT", "PAUSE", int(PAUSE_S * 1000), "WRITE")
         paused_until.append(time.monotonic() + PAUSE_S)
 
-    pausing = threading.Thread(target=pause_writes_once_generating)
+    pausing = threading.Thread(target=pause)
     pausing.start()
+    return pausing, paused_until, primary
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_goes_out_while_its_billing_waits_and_is_billed_after(platform):
+    team = platform["team"]
+    before = _minute_tokens_once_settled(team)
+    pausing, paused_until, primary = _pause_writes_once_generating(platform)
     reply = platform["client"].chat.completions.create(
         model="small-model", messages=QUESTION, max_tokens=400, temperature=0.7
     )
@@ -112,19 +127,9 @@ def test_a_stream_ends_while_its_billing_waits_and_is_billed_after(platform):
     reconcile and the usage event) does not keep the connection open. Read to the end of
     the body, as curl and most SSE clients do (the openai client stops at
     [DONE] and closes the connection, so it would not notice)."""
-    team, sim, client = platform["team"], platform["sim"], platform["client"]
-    wait_until(lambda: _minute_tokens(team) == _ledger_tokens(), 10, "warm-up settled")
-    before = _minute_tokens(team)
-    primary = redis.Redis.from_url(platform["redis_url"])
-    paused_until: list[float] = []
-
-    def pause_writes_once_generating() -> None:
-        wait_until(lambda: sim.metric("vllm:num_requests_running") == 1, 5, "the generation")
-        primary.execute_command("CLIENT", "PAUSE", int(PAUSE_S * 1000), "WRITE")
-        paused_until.append(time.monotonic() + PAUSE_S)
-
-    pausing = threading.Thread(target=pause_writes_once_generating)
-    pausing.start()
+    team, client = platform["team"], platform["client"]
+    before = _minute_tokens_once_settled(team)
+    pausing, paused_until, primary = _pause_writes_once_generating(platform)
     body = {
         "model": "small-model",
         "messages": QUESTION,
