@@ -16,7 +16,9 @@ import json
 import logging
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
@@ -230,39 +232,64 @@ async def _semantic_lookup(
 async def keep(
     plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str, team_id: int
 ) -> None:
+    await (await send_keep(plan, reply, cost_micros, request_id, team_id))
+
+
+async def send_keep(
+    plan: CachePlan, reply: CachedReply, cost_micros: int, request_id: str, team_id: int
+) -> Awaitable[None]:
     """Keep a complete generated reply in each cache the plan names. The exact entry, the
-    semantic one and the note of who answered go out together, in one round trip (the
-    cache Redis batch of this event-loop turn). Nothing is embedded here: the semantic
-    entry goes in with its probe vector, and with MiniLM's if the lookup made one."""
+    semantic one and the note of who answered are in the cache Redis batch of this
+    event-loop turn when this returns (one round trip): a lookup this process makes after
+    runs after them, on the same connection, so the caller need not wait for their
+    replies before answering (await the result: it logs what failed). Nothing is embedded
+    here: the semantic entry goes in with its probe vector (made here if the lookup did
+    not), and with MiniLM's if the lookup made one."""
     policy = plan.policy
     if policy is None or plan.key is None:
-        return
+        return _nothing()
     encoded = exact.encode(reply)
     if len(encoded) > policy.max_entry_bytes:
-        return
+        return _nothing()
+    slot = None if plan.slot is None else await semantic.probed(plan.slot)
     # What regenerating it would cost: money when the model is priced, else tokens.
     cost = cost_micros or reply.prompt_tokens + reply.completion_tokens
-    writes = []
+    writes: list[Awaitable[None]] = []
     if plan.store_exact:
         budget = eviction.Budget(namespace("exact", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.exact_ttl_s, plan.ttl_s)
         writes.append(_keep_exact(budget, plan.key, encoded, ttl_s, cost, request_id))
-    slot = None if plan.slot is None else await semantic.probed(plan.slot)
     if slot is not None:
         budget = eviction.Budget(namespace("semantic", team_id), policy.memory_budget_bytes)
         ttl_s = policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s)
-        writes.append(semantic.store(slot, reply, budget, ttl_s, cost))
-    if writes:
-        writes.append(note_served(request_id, team_id, plan.own))
-        await asyncio.gather(*writes)
+        writes.append(semantic.store_submitted(slot, reply, budget, ttl_s, cost))
+    if not writes:
+        return _nothing()
+    writes.append(_note_served(request_id, team_id, plan.own))
+    return _all_of(writes)
 
 
-async def _keep_exact(
+async def _nothing() -> None:
+    pass
+
+
+async def _all_of(sent: list[Awaitable[None]]) -> None:
+    for reply in sent:  # each logs its own failure
+        await reply
+
+
+def _keep_exact(
     budget: eviction.Budget, key: str, encoded: str, ttl_s: int, cost: int, request_id: str
-) -> None:
+) -> Awaitable[None]:
+    batch = async_cache_redis_batch()
+    return _kept_exact(
+        eviction.admit_in_batch(batch, budget, key, encoded, ttl_s, cost), request_id
+    )
+
+
+async def _kept_exact(admitting: Awaitable[eviction.Admission], request_id: str) -> None:
     try:
-        batch = async_cache_redis_batch()
-        await eviction.admit_in_batch(batch, budget, key, encoded, ttl_s, cost)
+        await admitting
     except REDIS_FAILURES as exc:
         logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
 
@@ -275,12 +302,23 @@ async def settle(
     tokens_saved: int,
     cost_saved_micros: int,
 ) -> None:
-    """After the reply went out, in the cache Redis batch of this event-loop turn: count
-    the outcome for the team; for a hit, raise its entry's GDSF value and note which
-    entries answered (for false-hit reports). Requests the caches never considered
-    (sampled ones) are not counted."""
+    await settle_submitted(plan, request_id, team_id, result, tokens_saved, cost_saved_micros)
+
+
+def settle_submitted(
+    plan: CachePlan,
+    request_id: str,
+    team_id: int,
+    result: Outcome,
+    tokens_saved: int,
+    cost_saved_micros: int,
+) -> Awaitable[None]:
+    """In the cache Redis batch of this event-loop turn when this returns: count the
+    outcome for the team; for a hit, raise its entry's GDSF value and note which entries
+    answered (for false-hit reports). Requests the caches never considered (sampled ones)
+    are not counted. Await the result: it logs what failed."""
     if plan.key is None and plan.hit is None:
-        return
+        return _nothing()
     batch = async_cache_redis_batch()
     sent = [
         batch.submit(*c)
@@ -297,7 +335,11 @@ async def settle(
         )
         record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
         sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
-    replies = await asyncio.gather(*sent, *([hit] if hit else []), return_exceptions=True)
+    return _settled(plan, request_id, [*sent, *([hit] if hit else [])])
+
+
+async def _settled(plan: CachePlan, request_id: str, sent: "list[asyncio.Future[Any]]") -> None:
+    replies = await asyncio.gather(*sent, return_exceptions=True)
     failed = [reply for reply in replies if isinstance(reply, BaseException)]
     try:
         if plan.hit is not None and isinstance(replies[-1], NoScriptError):
@@ -309,12 +351,16 @@ async def settle(
         logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
 
 
-async def note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> None:
+def _note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> Awaitable[None]:
     """Which entries hold the reply a request got, so its caller can report it as wrong."""
+    record = _served_record(team_id, entries)
+    served = ("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S)
+    return _noted(async_cache_redis_batch().submit(*served), request_id)
+
+
+async def _noted(sent: "asyncio.Future[Any]", request_id: str) -> None:
     try:
-        record = _served_record(team_id, entries)
-        served = ("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S)
-        await async_cache_redis_batch().execute(*served)
+        await sent
     except REDIS_FAILURES as exc:
         logger.warning("cache: entries that answered %s not noted: %s", request_id, exc)
 
@@ -334,7 +380,9 @@ async def report_false_hit(request_id: str, team_id: int) -> bool:
     marked and never answers another question again (caching/semantic.py)."""
     client = async_cache_redis()
     try:
-        raw = await client.get(SERVED_PREFIX + request_id)
+        # Through the batch: a reply this process just sent has its note there already,
+        # ahead of this GET on the same connection (its caller need not wait for it).
+        raw = await async_cache_redis_batch().execute("GET", SERVED_PREFIX + request_id)
         if raw is None or json.loads(raw)["team"] != team_id:
             return False
         served = json.loads(raw)

@@ -46,7 +46,7 @@ an entry's vector element whenever the entry goes.
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
@@ -327,11 +327,19 @@ def _scored(found: Any) -> list[tuple[str, float]]:
 async def store(
     slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int, cost: int
 ) -> None:
+    await store_submitted(slot, reply, budget, ttl_s, cost)
+
+
+def store_submitted(
+    slot: SemanticSlot, reply: CachedReply, budget: eviction.Budget, ttl_s: int, cost: int
+) -> Coroutine[Any, Any, None]:
     """Add the question to its context's set, then admit its entry (which owns the element
     from then on). The set itself expires with the longest-lived entry it could hold. All
-    four commands go in the cache Redis batch of this event-loop turn, in this order: one
-    round trip (they were four). The set gets the probe vector (the slot must be probed);
-    the entry keeps MiniLM's vector when the lookup made one (never embedded twice)."""
+    four commands are in the cache Redis batch of this event-loop turn, in this order, when
+    this returns: one round trip (they were four), and a lookup this process makes later
+    runs after them. The set gets the probe vector (the slot must be probed); the entry
+    keeps MiniLM's vector when the lookup made one (never embedded twice). Await the
+    result: it logs a failure, or an entry over its budget."""
     batch = async_cache_redis_batch()
     entry: dict[str, Any] = {"question": slot.question, "reply": asdict(reply)}
     if slot.vector is not None:
@@ -356,8 +364,12 @@ async def store(
     # A set with no entries left must not linger: it lives as long as its newest entry.
     extended = batch.submit("EXPIRE", slot.set_key, ttl_s, "GT")
     started = batch.submit("EXPIRE", slot.set_key, ttl_s, "NX")
+    return _stored(budget, len(value), added, admitting, extended, started)
+
+
+async def _stored(budget: eviction.Budget, size: int, *sent: Awaitable[Any]) -> None:
     # Every reply is awaited (none left unretrieved), then the first failure is reported.
-    replies = await asyncio.gather(added, admitting, extended, started, return_exceptions=True)
+    replies = await asyncio.gather(*sent, return_exceptions=True)
     failure = next((r for r in replies if isinstance(r, BaseException)), None)
     if isinstance(failure, REDIS_FAILURES):
         logger.warning("semantic cache: entry not stored, cache Redis failed: %s", failure)
@@ -369,6 +381,6 @@ async def store(
         logger.info(
             "semantic cache: entry of %d bytes not admitted to %s (over the budget, or the "
             "namespace is still shrinking to a lowered one)",
-            len(value),
+            size,
             budget.namespace,
         )

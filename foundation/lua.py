@@ -3,6 +3,11 @@
 Quota admission (gateway/accounts/lua/) and cache eviction (caching/lua/) each keep their
 scripts beside their code; both run them through LuaScript, so a Redis restart (which
 forgets loaded scripts) costs one extra round trip, never an error.
+
+A batched script is loaded in the batch ahead of its first run on each connection (SCRIPT
+LOAD, then EVALSHA, in order): a NOSCRIPT reply would have it run again later, after the
+commands its caller submitted behind it, which the caches rely on following it (an
+identical question asked again at once, looked up behind the store of its reply).
 """
 
 import asyncio
@@ -35,7 +40,7 @@ class LuaScript:
         abandoned: for a script whose effect someone must undo if its caller is cancelled
         (a client gone while its quota is being reserved). The command then still goes out
         and runs, and abandoned gets its reply, instead of the reply being dropped unread."""
-        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        command = self._command(batcher, keys, args)
         reply = batcher.submit(*command)
         if abandoned is None:
             return await self._reply(batcher, reply, command)
@@ -50,8 +55,17 @@ class LuaScript:
     ) -> Coroutine[Any, Any, Any]:
         """run_batched() whose command is in the batch before this returns: commands the
         caller submits next go after it, in the same pipeline. Await the result."""
-        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        command = self._command(batcher, keys, args)
         return self._reply(batcher, batcher.submit(*command), command)
+
+    def _command(
+        self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
+    ) -> tuple[Any, ...]:
+        if self.sha not in batcher.scripts_loaded:
+            batcher.scripts_loaded.add(self.sha)
+            # Its failure shows as the EVALSHA's NOSCRIPT, handled there.
+            batcher.submit("SCRIPT", "LOAD", self.source).add_done_callback(_retrieved)
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def _reply(
         self, batcher: CommandBatcher, reply: "asyncio.Future[Any]", command: tuple[Any, ...]
@@ -68,6 +82,11 @@ class LuaScript:
         except redis.exceptions.NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+def _retrieved(done: "asyncio.Future[Any]") -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 def _hand_over(done: "asyncio.Future[Any]", abandoned: Callable[[Any], None]) -> None:

@@ -39,6 +39,9 @@ class CommandBatcher:
         self._connection: RespConnection | None = None
         self._waiting: list[Unanswered] = []  # for the connection being opened
         self._connecting: asyncio.Task[None] | None = None
+        # The Lua scripts loaded through this batcher (foundation/lua.py); forgotten with
+        # the connection, which a restarted Redis (having forgotten them too) closes.
+        self.scripts_loaded: set[str] = set()
 
     async def execute(self, *command: Any) -> Any:
         """One command, e.g. ("EVALSHA", sha, 2, key1, key2, arg); its reply or its error."""
@@ -97,6 +100,7 @@ class CommandBatcher:
     def _lost(self, unanswered: list[Unanswered], error: Exception) -> None:
         """A connection closed: what it owed a first time goes again on a new one, unless
         it was given up as hung (a timeout); the rest fail."""
+        self.scripts_loaded.clear()
         again: list[Unanswered] = []
         for packed, reply, retries in unanswered:
             if reply.done():

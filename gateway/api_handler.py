@@ -33,7 +33,7 @@ from django.utils.log import log_response
 
 from gateway.api.common import AFTER_SENT, EventStream, LastEvent
 from gateway.serving.errors import ApiError
-from gateway.serving.settlement import BillAfterReply
+from gateway.serving.settlement import AfterReply
 
 logger = logging.getLogger(__name__)
 API_PREFIXES = ("/v1/",)
@@ -165,7 +165,7 @@ class ApiHandler(ASGIHandler):
         a client that leaves once it has its reply cannot cut its billing short."""
         this = asyncio.current_task()
         assert this is not None
-        after_sent: list[BillAfterReply] = []
+        after_sent: list[AfterReply] = []
         race = _Race()
 
         def client_left(listener: "asyncio.Task[None]") -> None:
@@ -197,9 +197,7 @@ class ApiHandler(ASGIHandler):
                 except Exception:
                     logger.exception("work after the response to %s failed", request.path)
 
-    async def _respond(
-        self, request: HttpRequest, send: Any, after_sent: list[BillAfterReply]
-    ) -> None:
+    async def _respond(self, request: HttpRequest, send: Any, after_sent: list[AfterReply]) -> None:
         response = await self.run_get_response(request)
         work = getattr(response, AFTER_SENT, None)
         if work is not None:

@@ -1,6 +1,7 @@
 """A non-streamed reply goes out before its billing round trip, and a stream ends before
 it, and both are billed all the same: the quota was reserved at admission, so the client
-need not wait for the reconcile."""
+need not wait for the reconcile. A cacheable reply does not wait for its store either, and
+an identical question asked at once still finds it."""
 
 import json
 import threading
@@ -168,3 +169,33 @@ def test_a_stream_ends_while_its_billing_waits_and_is_billed_after(platform):
         usage["prompt_tokens"],
         usage["completion_tokens"],
     )
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_cacheable_reply_goes_out_while_its_store_waits_and_a_re_ask_finds_it(platform):
+    """The caches' commands are sent before the reply but not awaited: the reply arrives
+    while Redis refuses writes. The re-ask, made while the store still waits, is looked up
+    after it (the same connection), so it is a hit, not a second generation."""
+    team, client = platform["team"], platform["client"]
+    before = _minute_tokens_once_settled(team)
+    question: list[Any] = [{"role": "user", "content": "Name a metal."}]
+    pausing, paused_until, primary = _pause_writes_once_generating(platform)
+    first = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=question, max_tokens=40, temperature=0
+    )
+    arrived = time.monotonic()
+    pausing.join()
+    assert arrived < paused_until[0]
+    assert first.headers["x-sluice-cache"] == "miss"
+    again = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=question, max_tokens=40, temperature=0
+    )
+    assert again.headers["x-sluice-cache"] == "hit-exact"
+    reply, replayed = first.parse(), again.parse()
+    assert replayed.choices[0].message.content == reply.choices[0].message.content
+    assert reply.usage is not None
+    used = reply.usage.prompt_tokens + reply.usage.completion_tokens
+    primary.execute_command("CLIENT", "UNPAUSE")
+    # Billed once: the hit costs the team nothing.
+    wait_until(lambda: _minute_tokens(team) - before == used, 10, "the reconcile")

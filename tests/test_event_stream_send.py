@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from gateway.api.common import EventStream, LastEvent
 from gateway.api_handler import ApiHandler
-from gateway.serving.settlement import BillAfterReply
+from gateway.serving.settlement import AfterReply
 
 pytestmark = pytest.mark.unit
 
@@ -87,9 +87,7 @@ class _Responder(ApiHandler):
         super().__init__()
         self.view = view
 
-    async def _respond(
-        self, request: HttpRequest, send: Any, after_sent: list[BillAfterReply]
-    ) -> None:
+    async def _respond(self, request: HttpRequest, send: Any, after_sent: list[AfterReply]) -> None:
         await self.view(after_sent)
 
 
@@ -109,8 +107,8 @@ def test_a_replys_billing_waits_until_the_reply_has_gone_out():
     async def billed() -> None:
         seen.append("billed")
 
-    async def view(after_sent: list[BillAfterReply]) -> None:
-        after_sent.append(BillAfterReply(billed()))
+    async def view(after_sent: list[AfterReply]) -> None:
+        after_sent.append(AfterReply(billed()))
         await asyncio.sleep(0.05)  # the billing's task has had many turns of the loop
         seen.append("replied")
 
@@ -125,8 +123,8 @@ def test_a_client_that_leaves_cancels_the_view_and_its_billing_still_runs():
         await asyncio.sleep(0.05)
         seen.append("billed")
 
-    async def view(after_sent: list[BillAfterReply]) -> None:
-        after_sent.append(BillAfterReply(billed()))
+    async def view(after_sent: list[AfterReply]) -> None:
+        after_sent.append(AfterReply(billed()))
         try:
             await asyncio.sleep(10)  # the worker still generating
         except asyncio.CancelledError:
@@ -149,8 +147,8 @@ def test_a_client_that_leaves_after_its_reply_cancels_nothing():
         await asyncio.sleep(0.05)  # the client leaves meanwhile
         seen.append("billed")
 
-    async def view(after_sent: list[BillAfterReply]) -> None:
-        after_sent.append(BillAfterReply(billed()))
+    async def view(after_sent: list[AfterReply]) -> None:
+        after_sent.append(AfterReply(billed()))
         seen.append("replied")
 
     asyncio.run(asyncio.wait_for(_respond(view, client_leaves_after_s=0.01), 5))
@@ -158,7 +156,7 @@ def test_a_client_that_leaves_after_its_reply_cancels_nothing():
 
 
 def test_the_servers_own_cancellation_is_not_swallowed():
-    async def view(after_sent: list[BillAfterReply]) -> None:
+    async def view(after_sent: list[AfterReply]) -> None:
         await asyncio.sleep(10)
 
     async def scenario() -> None:

@@ -8,6 +8,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from foundation.lua import LuaScript
 from foundation.redis_batch import CommandBatcher
 
 
@@ -195,3 +196,29 @@ def test_the_database_named_in_the_url_is_the_one_written(redis_url):
     assert _run(in_db_3, scenario) == "OK"
     assert redis.Redis.from_url(in_db_3, decode_responses=True).get("where") == "three"
     assert redis.Redis.from_url(redis_url, decode_responses=True).get("where") is None
+
+
+@pytest.mark.live
+def test_a_script_runs_in_order_with_the_commands_behind_it_on_a_redis_that_forgot_it(
+    redis_url, tmp_path
+):
+    """Its first run on a connection loads it in the same batch, ahead of it, instead of
+    drawing NOSCRIPT and running again after what was sent behind it; so does its first
+    run after Redis forgot it and closed the connection (a restart)."""
+    source = tmp_path / "set.lua"
+    source.write_text("redis.call('SET', KEYS[1], ARGV[1]) return 1")
+    script = LuaScript(source)
+
+    async def scenario(batch: CountingBatcher) -> list[Any]:
+        seen = []
+        for value in ("first", "after a restart"):
+            await batch.client.script_flush()
+            ran = script.submitted(batch, ["written"], [value])
+            seen.append(await batch.execute("GET", "written"))  # behind it, same batch
+            await ran
+            killer = aioredis.from_url(redis_url)
+            await killer.client_kill_filter(_type="normal", skipme=True)
+            await killer.aclose()
+        return seen
+
+    assert _run(redis_url, scenario) == ["first", "after a restart"]

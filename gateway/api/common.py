@@ -15,7 +15,7 @@ from gateway.accounts.authentication import authenticate_key, bearer_token
 from gateway.accounts.records import KeyRecord
 from gateway.serving.admission import INFERENCE_SCOPE, ApiKeyCredential
 from gateway.serving.errors import DOMAIN_ERRORS
-from gateway.serving.settlement import BillAfterReply
+from gateway.serving.settlement import AfterReply
 
 
 def credential(request: HttpRequest) -> ApiKeyCredential:
@@ -44,11 +44,9 @@ class LastEvent(bytes):
 AFTER_SENT = "sluice_after_sent"
 
 
-def awaiting_after_sent(
-    response: HttpResponseBase, work: BillAfterReply | None
-) -> HttpResponseBase:
+def awaiting_after_sent(response: HttpResponseBase, work: AfterReply | None) -> HttpResponseBase:
     """Work that the API handler releases and awaits once the response is sent (a
-    non-streamed reply's billing): the client is not kept waiting for it, and the
+    non-streamed reply's settlement): the client is not kept waiting for it, and the
     connection's ASGI call lasts until it is done, so a draining server waits for it."""
     if work is not None:
         setattr(response, AFTER_SENT, work)

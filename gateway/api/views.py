@@ -126,7 +126,7 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
     if run.chat.stream:
         return finish(EventStream(_sse(run, shape)), request_id, run.response_headers(), model)
     failure: ApiError | None = None
-    run.bill_after_reply = True  # the caches settle before the reply goes out, billing beside it
+    run.settle_after_reply = True  # billing and the caches' replies are awaited after it
     try:
         async with run:
             try:
@@ -134,13 +134,13 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
             except DOMAIN_ERRORS as exc:
                 failure = api_error(exc)
     except BaseException:
-        if run.billing is not None:  # no reply will carry it to the handler: bill it here
-            run.billing.reply_sent()
-            await asyncio.shield(run.billing.task)
+        if run.after_reply is not None:  # no reply will carry it to the handler: settle here
+            run.after_reply.reply_sent()
+            await asyncio.shield(run.after_reply.task)
         raise
     reply = json_response(body) if failure is None else failure.response()
     finished = finish(reply, request_id, run.response_headers(), model)
-    return awaiting_after_sent(finished, run.billing)
+    return awaiting_after_sent(finished, run.after_reply)
 
 
 async def _sse(run: Completion, shape: ReplyShape) -> AsyncGenerator[bytes, None]:

@@ -88,14 +88,14 @@ class Completion:
         self.ttft_s: float | None = None
         self.status = "cancelled"  # until the stream ends one way or the other
         self.settled = False
-        # Set by an adapter that sends its whole reply at once: billing (a round trip to
-        # the primary Redis) then goes once the reply is out, as `billing`, which the
-        # adapter releases and awaits after sending (a client that left, or a view that
-        # failed, gets no reply: billed before the view returns). The quota was reserved at
-        # admission, so for a moment the team's next request sees the reservation where
-        # the usage will be.
-        self.bill_after_reply = False
-        self.billing: settlement.BillAfterReply | None = None
+        # Set by an adapter that sends its whole reply at once: settlement's round trips
+        # (billing's to the primary Redis, the caches') then end after the reply is out, as
+        # `after_reply`, which the adapter releases and awaits after sending (a client that
+        # left, or a view that failed, gets no reply: settled before the view returns).
+        # The quota was reserved at admission, so for a moment the team's next request
+        # sees the reservation where the usage will be.
+        self.settle_after_reply = False
+        self.after_reply: settlement.AfterReply | None = None
         self.shared: SharedGeneration | None = None  # set when this request leads one
         # Told when the request is held for a replica of a deployment scaled to zero (the
         # HTTP adapter then keeps a stream's connection alive: gateway/api/views.py).
