@@ -17,7 +17,8 @@ like redis-py's own retry (foundation/redis_clients.py): one that had run could 
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import hiredis
@@ -36,6 +37,8 @@ class CommandBatcher:
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
         self._pending: list[_Pending] = []
+        self._flush_due = False  # a _flush is scheduled
+        self._holding = False
         self._connection: RespConnection | None = None
         self._waiting: list[Unanswered] = []  # for the connection being opened
         self._connecting: asyncio.Task[None] | None = None
@@ -51,12 +54,34 @@ class CommandBatcher:
         """execute() without awaiting: several commands of one caller, no task each."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Any] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush)
         self._pending.append((command, reply))
+        if not self._flush_due and not self._holding:
+            self._flush_due = True
+            loop.call_soon(self._flush)
         return reply
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Commands submitted inside (no await in between) are queued but not sent on their
+        own account: they go with the next command submitted outside, or at send_held().
+        Whatever is submitted later still runs after them (the same queue, the same
+        connection). For work that must be ordered before what follows but need not delay
+        what the caller does next (a reply's cache store, sent once the reply is out: on a
+        shared core, Redis woken first would run its scripts ahead of the reply)."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+
+    def send_held(self) -> None:
+        """Send what holding() queued, at the end of this event-loop turn."""
+        if self._pending and not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
     def _flush(self) -> None:
+        self._flush_due = False
         batch = [(command, reply) for command, reply in self._pending if not reply.cancelled()]
         self._pending = []
         if batch:

@@ -222,3 +222,21 @@ def test_a_script_runs_in_order_with_the_commands_behind_it_on_a_redis_that_forg
         return seen
 
     assert _run(redis_url, scenario) == ["first", "after a restart"]
+
+
+@pytest.mark.live
+def test_held_commands_wait_for_send_held_or_the_next_command_and_run_before_it(redis_url):
+    async def scenario(batch: CountingBatcher) -> list[Any]:
+        with batch.holding():
+            held = batch.submit("SET", "kept", "1")
+        await asyncio.sleep(0.05)  # several loop turns: nothing sent on its account
+        unsent = (batch.pipelines, held.done())
+        batch.send_held()
+        await held
+        sent_alone = batch.pipelines
+        with batch.holding():
+            batch.submit("SET", "kept", "2")
+        after = await batch.execute("GET", "kept")  # carries the held SET, behind it
+        return [unsent, sent_alone, after, batch.pipelines]
+
+    assert _run(redis_url, scenario) == [(0, False), 1, "2", 2]
