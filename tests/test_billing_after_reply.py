@@ -174,9 +174,9 @@ def test_a_stream_ends_while_its_billing_waits_and_is_billed_after(platform):
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_a_cacheable_reply_goes_out_while_its_store_waits_and_a_re_ask_finds_it(platform):
-    """The caches' commands are sent before the reply but not awaited: the reply arrives
-    while Redis refuses writes. The re-ask, made while the store still waits, is looked up
-    after it (the same connection), so it is a hit, not a second generation."""
+    """The caches' commands are queued before the reply and sent after it: the reply
+    arrives while Redis refuses writes. The re-ask, made while the store still waits, is
+    looked up after it (the same connection), so it is a hit, not a second generation."""
     team, client = platform["team"], platform["client"]
     before = _minute_tokens_once_settled(team)
     question: list[Any] = [{"role": "user", "content": "Name a metal."}]
