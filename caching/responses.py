@@ -305,17 +305,6 @@ async def _kept_exact(admitting: Awaitable[eviction.Admission], request_id: str)
         logger.warning("exact cache: reply of %s not stored: %s", request_id, exc)
 
 
-async def settle(
-    plan: CachePlan,
-    request_id: str,
-    team_id: int,
-    result: Outcome,
-    tokens_saved: int,
-    cost_saved_micros: int,
-) -> None:
-    await settle_submitted(plan, request_id, team_id, result, tokens_saved, cost_saved_micros)
-
-
 def settle_submitted(
     plan: CachePlan,
     request_id: str,

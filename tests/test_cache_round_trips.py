@@ -80,7 +80,7 @@ def test_a_hit_is_counted_in_one_round_trip(redis_url):
     hit = CachePlan(Outcome.HIT_EXACT, REPLY, plan.own[0], plan.own)
 
     pipelines = _pipelines_for(
-        lambda: responses.settle(hit, "chatcmpl-d", TEAM, Outcome.HIT_EXACT, 14, 0)
+        lambda: responses.settle_submitted(hit, "chatcmpl-d", TEAM, Outcome.HIT_EXACT, 14, 0)
     )
 
     assert pipelines == 1
