@@ -179,6 +179,25 @@ def test_a_conversation_is_kept_listed_and_resumed_after_a_reload(browsing: Brow
     expect(sidebar.locator("li")).to_have_count(1)
 
 
+def test_a_new_conversation_started_while_a_title_is_edited_saves_the_title(
+    browsing: Browsing,
+) -> None:
+    """The click on "New conversation" blurs the title field, which saves it: the new
+    conversation starts while the entry is still a field waiting for its save (it threw,
+    and the old conversation stayed on screen)."""
+    page = browsing.page()
+    log_in(page)
+    ask(page, "What is a weir?")
+    page.get_by_role("button", name="Rename “What is a weir?”").click()
+    page.get_by_label("New title").fill("Weirs")
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator(".message")).to_have_count(0)
+    expect(page.locator("#title")).to_have_text("New conversation")
+    saved = page.locator("#conversations").get_by_role("button", name="Weirs", exact=True)
+    expect(saved).to_be_visible()
+    expect(saved).not_to_have_attribute("aria-current", "page")
+
+
 def test_another_user_can_neither_list_nor_open_a_conversation(browsing: Browsing) -> None:
     page = browsing.page()
     log_in(page, "ann")

@@ -22,6 +22,9 @@ export class Sidebar {
       const chosen = Number(li.dataset.id) === id;
       li.classList.toggle("current", chosen);
       const open = li.querySelector(".open");
+      // An entry being renamed has no button until the rename is saved; it is rebuilt
+      // then, marked from `current`.
+      if (!open) continue;
       if (chosen) open.setAttribute("aria-current", "page");
       else open.removeAttribute("aria-current");
     }
