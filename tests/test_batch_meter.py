@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from inference.snapshot import WorkerView
-from scaling.routing.batch_meter import BatchMeter, spare_slots
+from scaling.routing.batch_meter import END_LAG_S, BatchMeter, spare_slots
 from tests.test_fleet import StaticFleet, view
 
 pytestmark = pytest.mark.unit
@@ -88,7 +88,7 @@ def test_lines_the_scrape_saw_that_have_ended_since_free_their_slots(settings):
         replace(worker("http://a", 4, running=4), scraped_at=started[-1].started_at + 0.001)
     ]
     assert not asyncio.run(meter.may_start("m"))  # full, all of it ours
-    time.sleep(0.01)
+    time.sleep(END_LAG_S + 0.01)
     for line in started[:2]:
         meter.finished_line("m", line)  # two end before the next scrape
     assert asyncio.run(meter.may_start("m"))

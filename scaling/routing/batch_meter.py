@@ -38,9 +38,17 @@ when a line is held:
 - the meter's, from its start: the runner does not see a line's first chunk, and the
   meter only lets lines queue; where each may run is the allowance's to say.
 
-What stays uncertain is a line the worker finished while the scrape read it, whose end
-reached us after the reading was in: counted as running, it is not in the reading, so
-its slot is offered once more until the next scrape.
+A worker ends a line before its end reaches us: it drops the request from its running
+count, then sends the last chunk, which this process reads when its loop gets to it. A
+reading taken in between does not hold the line, though it ended here after the reading
+was in. Counted as ours, its slot would be offered twice until the next scrape, and lines
+that started together end together: a CI run put 3 lines on a worker whose spare was 3
+while 3 others had just ended that way, and it ran 12 of its 10 slots. So an ended line
+is added back only if its end reached us at least END_LAG_S after the reading was in;
+one that ended sooner after it holds its slot until the next scrape. A line still in
+flight here that the worker has already ended is counted too, but it also counts as ours
+on the worker, so the extra slot offered for it is that line's own: the worker does not
+run more than its spare.
 
 A deployment scaled to zero has no spare to meter: its replicas come only for a published
 queue (scaling/routing/cold_start.py). So while a runner finds no routable worker of a
@@ -64,6 +72,9 @@ from scaling.routing.queue_depth import PUBLISH_INTERVAL_S, QueuePublisher
 
 logger = logging.getLogger(__name__)
 IN_PROCESS_CONCURRENCY = 2  # a model the gateway runs itself (the built-in embedder)
+# How late a stream's end may reach this process after the worker ended it (a busy loop,
+# the last chunks in flight), for a reading taken in between (see the module docstring).
+END_LAG_S = 0.1
 
 
 def worker_spare(worker: WorkerView, headroom: float) -> float:
@@ -125,12 +136,15 @@ class OwnLines:
 
     def counted(self, asked_at: float, scraped_at: float) -> int:
         """How many of these lines a scrape saw running: those seen before it began asking
-        (`asked_at`), in flight or ended after its reading was in (`scraped_at`). Ended
-        ones older than that are forgotten."""
+        (`asked_at`), in flight, or ended here at least END_LAG_S after its reading was in
+        (`scraped_at`). Ended ones older than the reading are forgotten."""
         self.ended[:] = [line for line in self.ended if (line.ended_at or 0.0) > scraped_at]
+        surely_read = [
+            line for line in self.ended if (line.ended_at or 0.0) > scraped_at + END_LAG_S
+        ]
         return sum(
             1
-            for line in (*self.in_flight, *self.ended)
+            for line in (*self.in_flight, *surely_read)
             if line.seen_from is not None and line.seen_from < asked_at
         )
 
