@@ -13,14 +13,16 @@ shape of the generation it replaces. Entries stored before reasoning and tool ca
 kept (text only) read as replies without them.
 """
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from django.conf import settings
 
+from foundation.redis_batch import may_go_unawaited
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
 from inference.chat_request import ChatRequest, InvalidRequest
 from inference.deployments import DeploymentInfo
@@ -113,12 +115,21 @@ class CacheUnavailable(Exception):
     """The cache's Redis failed: the request goes to the model and says `bypass`."""
 
 
-async def lookup(key: str) -> CachedReply | None:
+def lookup_submitted(key: str) -> Coroutine[Any, Any, CachedReply | None]:
+    """The entry under key: its GET is in this event-loop turn's cache Redis batch when
+    this returns. Await the reply (CacheUnavailable if Redis failed), or close() the
+    coroutine when it is no longer wanted."""
+    raw = async_cache_redis_batch().submit("GET", key)
+    may_go_unawaited(raw)
+    return _decoded(raw)
+
+
+async def _decoded(raw: "asyncio.Future[Any]") -> CachedReply | None:
     try:
-        raw = await async_cache_redis_batch().execute("GET", key)
+        value = await raw
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
-    return None if raw is None else CachedReply.decoded(json.loads(raw))
+    return None if value is None else CachedReply.decoded(json.loads(value))
 
 
 def encode(reply: CachedReply) -> str:

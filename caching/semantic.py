@@ -58,6 +58,7 @@ from caching.semantic_keys import ENTRY_PREFIX, LONG_QUESTION_CHARS, SemanticSlo
 from caching.verify.features import analyze
 from caching.verify.verdict import verify_analyzed
 from foundation import metrics
+from foundation.redis_batch import may_go_unawaited
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch
 from inference.embeddings import EmbedderUnavailable
 from inference.probe_embeddings import loaded_probe_embedder
@@ -123,7 +124,7 @@ def context_populated(slot: SemanticSlot) -> Coroutine[Any, Any, bool]:
     round trip); await the answer, or close() the coroutine when it is no longer needed.
     SemanticUnavailable if Redis failed."""
     reply = async_cache_redis_batch().submit("EXISTS", slot.set_key)
-    reply.add_done_callback(_retrieved)  # a failure nobody awaited is not logged as lost
+    may_go_unawaited(reply)
     return _populated(reply)
 
 
@@ -132,11 +133,6 @@ async def _populated(reply: "asyncio.Future[Any]") -> bool:
         return bool(await reply)
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
-
-
-def _retrieved(reply: "asyncio.Future[Any]") -> None:
-    if not reply.cancelled():
-        reply.exception()
 
 
 def empty_context_lookup(threshold: float, verify_enabled: bool, team_id: int | None) -> None:
@@ -177,7 +173,7 @@ async def lookup(
         # Its own question's entry, in the search's round trip: a question asked before word
         # for word answers whatever the search finds (the probe ties reordered words).
         own_entry = batch.submit("GET", slot.entry_key)
-        own_entry.add_done_callback(_retrieved)  # the search may fail first
+        may_go_unawaited(own_entry)  # the search may fail first
         found = await batch.execute(
             "VSIM", slot.set_key, "FP32", slot.probe_bytes(), "COUNT", PROBE_CANDIDATES,
             "EF", SEARCH_EF, "WITHSCORES",

@@ -19,7 +19,7 @@ from typing import Any
 import redis.exceptions
 from redis.asyncio import Redis
 
-from foundation.redis_batch import CommandBatcher
+from foundation.redis_batch import CommandBatcher, may_go_unawaited
 
 
 class LuaScript:
@@ -64,7 +64,7 @@ class LuaScript:
         if self.sha not in batcher.scripts_loaded:
             batcher.scripts_loaded.add(self.sha)
             # Its failure shows as the EVALSHA's NOSCRIPT, handled there.
-            batcher.submit("SCRIPT", "LOAD", self.source).add_done_callback(_retrieved)
+            may_go_unawaited(batcher.submit("SCRIPT", "LOAD", self.source))
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def _reply(
@@ -82,11 +82,6 @@ class LuaScript:
         except redis.exceptions.NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
-
-
-def _retrieved(done: "asyncio.Future[Any]") -> None:
-    if not done.cancelled():
-        done.exception()
 
 
 def _hand_over(done: "asyncio.Future[Any]", abandoned: Callable[[Any], None]) -> None:

@@ -138,6 +138,18 @@ class CommandBatcher:
             self._write(again)
 
 
+def may_go_unawaited(reply: "asyncio.Future[Any]") -> "asyncio.Future[Any]":
+    """For a submitted command whose caller may drop it unawaited: its failure is retrieved
+    here, not logged by asyncio as an exception nobody retrieved."""
+    reply.add_done_callback(_retrieved)
+    return reply
+
+
+def _retrieved(reply: "asyncio.Future[Any]") -> None:
+    if not reply.cancelled():
+        reply.exception()
+
+
 def batcher_for(
     registry: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommandBatcher]",
     client: Callable[[], aioredis.Redis],

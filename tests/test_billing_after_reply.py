@@ -1,7 +1,8 @@
 """A non-streamed reply goes out before its billing round trip, and a stream ends before
 it, and both are billed all the same: the quota was reserved at admission, so the client
 need not wait for the reconcile. A cacheable reply does not wait for its store either, and
-an identical question asked at once still finds it."""
+an identical question asked at once still finds it. Before the reply, the exact cache's
+lookup does not wait for admission's round trip: the two travel together."""
 
 import json
 import threading
@@ -14,6 +15,7 @@ import openai
 import pytest
 import redis
 
+from caching.exact import KEY_PREFIX
 from gateway.accounts import actions
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.records import quota_limits_from_row
@@ -199,3 +201,37 @@ def test_a_cacheable_reply_goes_out_while_its_store_waits_and_a_re_ask_finds_it(
     primary.execute_command("CLIENT", "UNPAUSE")
     # Billed once: the hit costs the team nothing.
     wait_until(lambda: _minute_tokens(team) - before == used, 10, "the reconcile")
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_exact_lookup_goes_out_while_admission_waits_for_redis(platform):
+    """The exact cache's GET is sent with admission's quota script, not after its answer:
+    while the primary Redis holds the script (its writes paused), the GET is already
+    served (a read goes through a write pause), and the request goes on once it ends."""
+    primary = redis.Redis.from_url(platform["redis_url"])
+    question: list[Any] = [{"role": "user", "content": "Name a river."}]
+    replies: list[Any] = []
+
+    def ask() -> None:
+        replies.append(
+            platform["client"].chat.completions.with_raw_response.create(
+                model="small-model", messages=question, max_tokens=5, temperature=0
+            )
+        )
+
+    with primary.monitor() as monitor:
+        primary.execute_command("CLIENT", "PAUSE", int(PAUSE_S * 1000), "WRITE")
+        paused_until = time.monotonic() + PAUSE_S
+        asking = threading.Thread(target=ask)
+        asking.start()
+        seen = None
+        while seen is None and time.monotonic() < paused_until:
+            command = monitor.next_command()["command"]
+            if command.startswith(f"GET {KEY_PREFIX}"):
+                seen = time.monotonic()
+    assert seen is not None and seen < paused_until - 1.0, "no exact lookup during the pause"
+    assert not replies  # admission still waits for the script
+    primary.execute_command("CLIENT", "UNPAUSE")
+    asking.join(15)
+    assert replies and replies[0].headers["x-sluice-cache"] == "miss"

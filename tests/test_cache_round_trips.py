@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import redis
 
-from caching import responses
+from caching import cache_plan, responses
+from caching.cache_plan import CachePlan, EntryRef
 from caching.exact import CachedReply
 from caching.outcome import Outcome
 from caching.policy import default_settings
-from caching.responses import CachePlan, EntryRef
 from caching.semantic_keys import SemanticSlot
 from foundation import redis_clients
 from tests.test_redis_batch import CountingBatcher
@@ -32,8 +32,8 @@ def _plan(name: str) -> CachePlan:
     slot = SemanticSlot.of(f"context-{name}", f"What is the capital of {name}?", vector=vector)
     key = f"sluice:cache:exact:{name}"
     own = (
-        EntryRef(responses.namespace("exact", TEAM), key),
-        EntryRef(responses.namespace("semantic", TEAM), slot.entry_key),
+        EntryRef(cache_plan.namespace("exact", TEAM), key),
+        EntryRef(cache_plan.namespace("semantic", TEAM), slot.entry_key),
     )
     return CachePlan(
         Outcome.MISS, own=own, key=key, slot=slot, store_exact=True, policy=default_settings()

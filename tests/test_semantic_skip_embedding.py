@@ -20,11 +20,19 @@ import numpy as np
 import pytest
 import redis
 
-from caching import eviction, lookup_log, responses, semantic, semantic_keys, semantic_scores
+from caching import (
+    cache_plan,
+    eviction,
+    lookup_log,
+    responses,
+    semantic,
+    semantic_keys,
+    semantic_scores,
+)
+from caching.cache_plan import CachePlan
 from caching.exact import CacheDirectives, CachedReply
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, default_settings
-from caching.responses import CachePlan
 from caching.semantic_keys import SemanticSlot
 from foundation import metrics, redis_clients
 from foundation.redis_batch import CommandBatcher
@@ -39,7 +47,7 @@ DEPLOYMENT = DeploymentInfo("small-model", Decimal(0), Decimal(0), created=0)
 SYSTEM = {"role": "system", "content": "Answer briefly."}
 REPLY = CachedReply("Paris.", "stop", 12, 2)
 LOOKUP = CacheDirectives()
-NAMESPACE = responses.namespace("semantic", TEAM)
+NAMESPACE = cache_plan.namespace("semantic", TEAM)
 
 
 def chat(question: str, context: list[dict[str, Any]] | None = None) -> ChatRequest:
@@ -86,7 +94,7 @@ def policy(monkeypatch: pytest.MonkeyPatch) -> CacheSettings:
     async def policy_for_team(team_id: int) -> CacheSettings:
         return defaults
 
-    monkeypatch.setattr(responses, "policy_for_team", policy_for_team)
+    monkeypatch.setattr(cache_plan, "policy_for_team", policy_for_team)
     return defaults
 
 
@@ -113,7 +121,7 @@ async def ask_and_keep(
     request_id: str = "chatcmpl-1",
 ) -> CachePlan:
     """What the gateway does for a request that the model answers on a miss."""
-    plan = await responses.plan(directives, team_id, DEPLOYMENT, chat(question, context))
+    plan = await cache_plan.plan(directives, team_id, DEPLOYMENT, chat(question, context))
     if plan.result in (Outcome.MISS, Outcome.BYPASS):
         await responses.keep(plan, REPLY, 0, request_id, team_id)
     return plan
@@ -133,7 +141,7 @@ def test_a_first_question_is_never_embedded_and_its_paraphrase_embeds_both_once(
 ):
     async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str], CachePlan]:
         question = chat("What is the capital of France?")
-        first = await responses.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        first = await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
         at_lookup = list(embedded)
         await responses.keep(first, REPLY, 0, "chatcmpl-1", TEAM)
         second = await ask_and_keep("What's the capital of France?", request_id="chatcmpl-2")
@@ -242,7 +250,7 @@ def test_without_verification_a_changed_number_is_a_candidate(
     async def policy_for_team(team_id: int) -> CacheSettings:
         return unverified
 
-    monkeypatch.setattr(responses, "policy_for_team", policy_for_team)
+    monkeypatch.setattr(cache_plan, "policy_for_team", policy_for_team)
 
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("Say hello to the benchmark, run 1.", request_id="chatcmpl-1")
@@ -277,7 +285,7 @@ def test_a_question_its_lookup_embedded_is_stored_with_that_vector(redis_url, em
 
 def test_the_emptiness_check_travels_with_the_exact_lookup(redis_url, embedded):
     async def scenario(recording: RecordingBatcher) -> list[list[tuple[str, Any]]]:
-        await responses.plan(LOOKUP, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
         return list(recording.pipelines)
 
     pipelines = run(scenario)
@@ -297,7 +305,7 @@ def test_another_teams_entries_do_not_make_a_context_look_populated(redis_url, e
         await ask_and_keep("What is the capital of France?", team_id=TEAM)
         embedded.clear()
         recording.pipelines.clear()
-        plan = await responses.plan(
+        plan = await cache_plan.plan(
             LOOKUP, OTHER_TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
         return plan, list(recording.pipelines)
@@ -319,7 +327,8 @@ def test_a_context_emptied_by_a_false_hit_report_is_empty_again(redis_url, embed
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
         assert await responses.report_false_hit("chatcmpl-1", TEAM)
         embedded.clear()
-        return await responses.plan(LOOKUP, TEAM, DEPLOYMENT, chat("What's the capital of France?"))
+        question = chat("What's the capital of France?")
+        return await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
 
     plan = run(scenario)
 
@@ -343,7 +352,7 @@ def test_in_an_empty_context_a_question_is_stored_without_an_embedding(
     the context empty and nothing is kept. MiniLM runs in neither."""
 
     async def scenario(recording: RecordingBatcher) -> CachePlan:
-        plan = await responses.plan(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        plan = await cache_plan.plan(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
         await responses.keep(plan, REPLY, 0, "chatcmpl-1", TEAM)
         return plan
 
@@ -361,10 +370,10 @@ def test_in_an_empty_context_a_question_is_stored_without_an_embedding(
 def test_a_no_store_lookup_in_a_populated_context_still_embeds_each_once(redis_url, embedded):
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
-        first = await responses.plan(
+        first = await cache_plan.plan(
             CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
-        await responses.plan(
+        await cache_plan.plan(
             CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
         return first
@@ -404,7 +413,7 @@ def test_an_exact_hit_leaves_the_emptiness_check_unawaited_without_warnings(redi
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
         embedded.clear()
-        return await responses.plan(
+        return await cache_plan.plan(
             LOOKUP, TEAM, DEPLOYMENT, chat("What is the capital of France?")
         )
 
@@ -429,3 +438,24 @@ def test_the_same_question_from_another_named_user_is_another_context():
     alice = semantic_keys.context_key(TEAM, DEPLOYMENT, named("alice"))
     assert alice != semantic_keys.context_key(TEAM, DEPLOYMENT, named("bob"))
     assert alice == semantic_keys.context_key(TEAM, DEPLOYMENT, named("alice"))
+
+
+def test_a_plan_dropped_before_its_answers_leaves_nothing_unawaited(redis_url, embedded):
+    """A request refused at admission drops its plan, whose GET and EXISTS are already in
+    the batch: no warning, and the next lookup on the connection gets its own answers."""
+
+    async def scenario(recording: RecordingBatcher) -> CachePlan:
+        await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
+        question = chat("What is the capital of France?")
+        dropped = await cache_plan.start_plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        assert dropped.exact_reply is not None and dropped.populated is not None
+        dropped.drop()
+        return await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = run(scenario)
+        gc.collect()
+
+    assert plan.result == Outcome.HIT_EXACT
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]

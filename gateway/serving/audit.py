@@ -2,7 +2,7 @@
 the two replies compared, so the cache learns from outcomes nobody reports.
 
 A team's cache policy sets `audit_rate` (0 by default); each semantic hit is drawn with
-that chance (caching/responses.py). After the hit has been served and settled, the same
+that chance (caching/cache_plan.py). After the hit has been served and settled, the same
 request goes to a worker of the deployment in the background, at batch priority (behind
 every interactive request), and only while a worker is routable (an audit never waits
 for, or wakes, a deployment scaled to zero). At most AUDITS_IN_FLIGHT audits exist at a

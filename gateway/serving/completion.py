@@ -19,9 +19,9 @@ from typing import Any
 from django.conf import settings
 
 from caching import exact
+from caching.cache_plan import CachePlan
 from caching.coalesce import Coalescer, Item, SharedGeneration
 from caching.outcome import Outcome
-from caching.responses import CachePlan
 from foundation import metrics
 from gateway.accounts.quotas import Reservation
 from gateway.serving import audit, settlement

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from caching import responses
+from caching import cache_plan
 from caching.exact import CacheDirectives
 from gateway.accounts.authentication import check_model_allowed
 from gateway.serving.admission import (
@@ -95,12 +95,17 @@ async def open_completion(
         chat, target = await compress_prompt(caller, chat, target)  # 2: the team's opt-in
         prompt = await count_prompt(caller.team_id, chat, target.deployment)  # 2: in tokens
         chat, target, prompt = await fit_max_tokens(caller, chat, target, prompt)  # 2: window
-        reservation = await reserve(caller, chat, target.deployment, prompt)  # 2 admit: quotas
+        # 3, 4 begun: the caches' first lookups travel with the quota reservation.
+        looking = await cache_plan.start_plan(directives, caller.team_id, target.deployment, chat)
+        try:
+            reservation = await reserve(caller, chat, target.deployment, prompt)  # 2: quotas
+        except BaseException:
+            looking.drop()
+            raise
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
     completion.on_hold = on_hold
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
-        plan = await responses.plan(directives, caller.team_id, target.deployment, chat)
-        completion.cache = plan  # 3 exact cache, 4 semantic cache
+        completion.cache = await looking.result()  # 3 exact cache, 4 semantic cache
         await completion.start()  # 5 coalesce, 6 route, 7 generate: up to the first chunk
     except BaseException as exc:
         if isinstance(exc, Exception):
