@@ -421,7 +421,7 @@ def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one
     filled. The dispatcher's own count is not bounded here: a line the worker has ended
     is ours until its end reaches us, and a new one may take its slot on the worker
     meanwhile. Before END_LAG_S, a reading taken in between had the worker run 12 of its
-    10 slots in a quarter of the runs."""
+    10 slots in one run of four."""
     settings.BATCH_HEADROOM = 0.1
     settings.BATCH_MAX_CONCURRENCY = 100
     settings.FLEET_REFRESH_S = 0.05

@@ -74,7 +74,9 @@ logger = logging.getLogger(__name__)
 IN_PROCESS_CONCURRENCY = 2  # a model the gateway runs itself (the built-in embedder)
 # How late a stream's end may reach this process after the worker ended it (a busy loop,
 # the last chunks in flight), for a reading taken in between (see the module docstring).
-END_LAG_S = 0.1
+# Larger is safer but idles more slots for a scrape: 0.1 s cost 5 points of fill in
+# `manage.py bench_batch` (docs/benchmarks.md, "Batch lines on idle capacity").
+END_LAG_S = 0.05
 
 
 def worker_spare(worker: WorkerView, headroom: float) -> float:
