@@ -3,12 +3,13 @@
 Order: the exact cache (one GET), then the semantic cache (nearest neighbours in the
 context's vector set by probe vector, verify, then MiniLM's cosine for the candidates
 verification accepted: caching/semantic.py). The GET travels with an EXISTS of the
-question's context set (one round trip): a context with no entry cannot answer, so its
-question is neither probed nor searched for, only probed when its reply is kept (keep());
-a question the lookup embedded is stored with that vector, never embedded twice. A failing
-cache Redis never fails a request: it goes to the model and the response says `bypass`
-(and the log why); a missing embedding model makes every semantic lookup a miss (logged
-when it failed to load).
+question's context set (one round trip, sent beside admission's: start_plan): a context
+with no entry cannot answer, so its question is neither probed nor searched for, only
+probed when its reply is kept (caching/responses.py); a question the lookup embedded is
+stored with that vector, never embedded twice. A failing cache Redis never fails a
+request: it goes to the model and the response says `bypass` (and the log why); a
+missing embedding model makes every semantic lookup a miss (logged when it failed to
+load).
 """
 
 import logging
@@ -49,7 +50,7 @@ class CachePlan:
     """result is what the caller is told; reply and hit are set on a hit. On a miss,
     key (the exact key, also what identical requests coalesce on) and slot say where the
     reply goes, if store allows; the slot has the lookup's probe and MiniLM vectors where
-    the lookup made them (keep() probes it if not; it never runs MiniLM)."""
+    the lookup made them (responses.keep probes it if not; it never runs MiniLM)."""
 
     result: Outcome
     reply: CachedReply | None = None
