@@ -12,10 +12,10 @@ missing embedding model makes every semantic lookup a miss (logged when it faile
 load).
 """
 
+import asyncio
 import logging
 import random
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,81 +102,94 @@ def semantic_allowed(chat: ChatRequest) -> bool:
 
 
 @dataclass(eq=False)
+class Lookup:
+    """What a cacheable request's plan is made of, before the answers are read."""
+
+    directives: CacheDirectives
+    team_id: int
+    chat: ChatRequest
+    policy: CacheSettings
+    key: str
+    own: tuple[EntryRef, ...]
+    slot: SemanticSlot | None
+    too_long: bool  # a question the semantic cache cannot take whole (counted if admitted)
+
+
+@dataclass(eq=False)
 class PendingPlan:
-    """The plan with its first lookups in flight: the exact GET and the context's EXISTS
+    """The plan with its first lookups submitted: the exact GET and the context's EXISTS
     are in the cache Redis batch of the event-loop turn that made it, so they travel
     while the request's admission does. `result()` finishes the plan (the semantic lookup,
     where the context has entries); `drop()` when the request goes no further."""
 
-    done: CachePlan | None = None  # decided without a lookup
-    directives: CacheDirectives | None = None
-    team_id: int = 0
-    chat: ChatRequest | None = None
-    policy: CacheSettings | None = None
-    key: str | None = None
-    own: tuple[EntryRef, ...] = ()
-    slot: SemanticSlot | None = None
-    exact_reply: Coroutine[Any, Any, CachedReply | None] | None = None
-    populated: Coroutine[Any, Any, bool] | None = None
+    decided: CachePlan | None  # without a lookup (caches bypassed or not cacheable)
+    lookup: Lookup | None = None
+    exact_get: "asyncio.Future[Any] | None" = None
+    context_exists: "asyncio.Future[Any] | None" = None
 
     async def result(self) -> CachePlan:
-        if self.done is not None:
-            return self.done
-        assert self.directives is not None and self.chat is not None and self.policy
-        policy, own, slot = self.policy, self.own, self.slot
+        if self.lookup is None:
+            return self.decided or CachePlan(Outcome.BYPASS)
+        lookup, policy, slot = self.lookup, self.lookup.policy, self.lookup.slot
+        if lookup.too_long:
+            metrics.labelled(metrics.semantic_skips, "too_long").inc()
         try:
             reply, populated = await self._first_answers()
             if reply is not None:
-                return CachePlan(Outcome.HIT_EXACT, reply, own[0], own)
-            if slot is not None and self.directives.lookup and not populated:
+                return CachePlan(Outcome.HIT_EXACT, reply, lookup.own[0], lookup.own)
+            if self.context_exists is None or slot is None:
+                pass
+            elif not populated:
                 semantic.empty_context_lookup(
-                    policy.similarity_threshold, policy.verify_enabled, self.team_id
+                    policy.similarity_threshold, policy.verify_enabled, lookup.team_id
                 )
-            elif slot is not None and self.directives.lookup:
-                slot, match = await _semantic_lookup(slot, policy, self.team_id)
+            else:
+                slot, match = await _semantic_lookup(slot, policy, lookup.team_id)
                 if match is not None:
-                    hit = EntryRef(namespace("semantic", self.team_id), match.entry_key)
-                    # never at 0.0; a sampled reply would differ from any fresh draw
-                    audit = (
-                        policy.audit_rate > 0
-                        and exact.is_deterministic(self.chat)
-                        and random.random() < policy.audit_rate
-                    )
-                    return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, own, audit=audit)
+                    return _semantic_hit(lookup, match)
         except (CacheUnavailable, SemanticUnavailable) as exc:
             logger.warning("response caches bypassed, cache Redis failed: %s", exc)
             return CachePlan(Outcome.BYPASS)
+        directives = lookup.directives
         return CachePlan(
-            Outcome.MISS if self.directives.lookup else Outcome.BYPASS,
-            own=own,
-            key=self.key,
-            slot=slot if self.directives.store else None,
-            store_exact=self.directives.store and policy.exact_enabled,
-            ttl_s=self.directives.ttl_s,
+            Outcome.MISS if directives.lookup else Outcome.BYPASS,
+            own=lookup.own,
+            key=lookup.key,
+            slot=slot if directives.store else None,
+            store_exact=directives.store and policy.exact_enabled,
+            ttl_s=directives.ttl_s,
             policy=policy,
         )
 
     def drop(self) -> None:
-        """The answers are not wanted: nothing is left unawaited (a failed command's
-        error is retrieved by its callback, not logged as lost)."""
-        for pending in (self.exact_reply, self.populated):
-            if pending is not None:
-                pending.close()
+        """The answers are not wanted: commands not sent yet never are (a refusal in the
+        turn that made the plan costs Redis nothing), and no error goes unretrieved."""
+        for sent in (self.exact_get, self.context_exists):
+            if sent is not None:
+                sent.cancel()
 
     async def _first_answers(self) -> tuple[CachedReply | None, bool]:
         """The exact entry (None without a GET, or on a miss) and whether the context has
-        any entry (False without a slot, or after an exact hit)."""
+        any entry (False without its EXISTS, or after an exact hit)."""
         try:
-            reply = await self.exact_reply if self.exact_reply is not None else None
-        except BaseException:
-            self.drop()
-            raise
-        if self.populated is None:
-            return reply, False
-        if reply is not None:
-            self.populated.close()  # answered: whether the context has entries no longer matters
-            return reply, False
-        return None, await self.populated
+            reply = await exact.looked_up(self.exact_get) if self.exact_get else None
+            if reply is not None or self.context_exists is None:
+                return reply, False
+            return None, await semantic.populated(self.context_exists)
+        finally:
+            self.drop()  # whatever was not read (an exact hit's EXISTS, a failure's other)
+
+
+def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
+    hit = EntryRef(namespace("semantic", lookup.team_id), match.entry_key)
+    # never at 0.0; a sampled reply would differ from any fresh draw
+    policy = lookup.policy
+    audit = (
+        policy.audit_rate > 0
+        and exact.is_deterministic(lookup.chat)
+        and random.random() < policy.audit_rate
+    )
+    return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit)
 
 
 async def start_plan(
@@ -184,8 +197,9 @@ async def start_plan(
 ) -> PendingPlan:
     """Steps 3 and 4 begun: the exact GET and the context's EXISTS are in this event-loop
     turn's cache Redis batch when this returns (one round trip, sent with whatever the
-    caller submits next in this turn: admission's script goes to the other Redis at once).
-    A request refused after this drops the plan; a lookup for it costs one GET."""
+    caller submits next in this turn: admission's quota script, on its own connection).
+    A request refused after this drops the plan; one refused in a later turn has cost the
+    cache Redis that round trip."""
     try:
         policy = await policy_for_team(team_id)
     except RedisUnavailable as exc:
@@ -199,12 +213,18 @@ async def start_plan(
     context = None if question is None else semantic_keys.context_key(team_id, deployment, chat)
     own = _own_entries(team_id, key, context, question)
     slot = _slot(policy, chat, context, question)
-    pending = PendingPlan(None, directives, team_id, chat, policy, key, own, slot)
+    too_long = (
+        slot is None
+        and policy.semantic_enabled
+        and semantic_allowed(chat)
+        and semantic_keys.question_too_long(chat)
+    )
+    pending = PendingPlan(None, Lookup(directives, team_id, chat, policy, key, own, slot, too_long))
     if directives.lookup:
         if slot is not None:
-            pending.populated = semantic.context_populated(slot)
+            pending.context_exists = semantic.populated_submitted(slot)
         if policy.exact_enabled:
-            pending.exact_reply = exact.lookup_submitted(key)
+            pending.exact_get = exact.lookup_submitted(key)
     return pending
 
 
@@ -235,9 +255,7 @@ def _slot(
     if not policy.semantic_enabled or not semantic_allowed(chat):
         return None
     if context is None or question is None:
-        if semantic_keys.question_too_long(chat):
-            metrics.labelled(metrics.semantic_skips, "too_long").inc()
-        return None
+        return None  # too long, or no question (start_plan counts the first, if admitted)
     verified = policy.verify_enabled or policy.max_false_hit_rate is not None
     return SemanticSlot.of(context, question, verified=verified)
 

@@ -16,7 +16,7 @@ kept (text only) read as replies without them.
 import asyncio
 import hashlib
 import json
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -115,16 +115,14 @@ class CacheUnavailable(Exception):
     """The cache's Redis failed: the request goes to the model and says `bypass`."""
 
 
-def lookup_submitted(key: str) -> Coroutine[Any, Any, CachedReply | None]:
-    """The entry under key: its GET is in this event-loop turn's cache Redis batch when
-    this returns. Await the reply (CacheUnavailable if Redis failed), or close() the
-    coroutine when it is no longer wanted."""
-    raw = async_cache_redis_batch().submit("GET", key)
-    may_go_unawaited(raw)
-    return _decoded(raw)
+def lookup_submitted(key: str) -> "asyncio.Future[Any]":
+    """The GET of the entry under key, in this event-loop turn's cache Redis batch when
+    this returns: read it with looked_up(), or cancel() it (unsent, it is not sent)."""
+    return may_go_unawaited(async_cache_redis_batch().submit("GET", key))
 
 
-async def _decoded(raw: "asyncio.Future[Any]") -> CachedReply | None:
+async def looked_up(raw: "asyncio.Future[Any]") -> CachedReply | None:
+    """The entry lookup_submitted() asked for; CacheUnavailable if Redis failed."""
     try:
         value = await raw
     except REDIS_FAILURES as exc:

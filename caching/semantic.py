@@ -117,18 +117,16 @@ class SemanticMatch:
     question: str
 
 
-def context_populated(slot: SemanticSlot) -> Coroutine[Any, Any, bool]:
+def populated_submitted(slot: SemanticSlot) -> "asyncio.Future[Any]":
     """Whether the slot's context has any entry (its vector set exists), so that a lookup
-    can be worth a search. Its EXISTS is already in this event-loop turn's cache Redis
-    batch when this returns (commands submitted next, the exact lookup's GET, share its
-    round trip); await the answer, or close() the coroutine when it is no longer needed.
-    SemanticUnavailable if Redis failed."""
-    reply = async_cache_redis_batch().submit("EXISTS", slot.set_key)
-    may_go_unawaited(reply)
-    return _populated(reply)
+    can be worth a search: its EXISTS, in this event-loop turn's cache Redis batch when
+    this returns (commands submitted next, the exact lookup's GET, share its round trip).
+    Read it with populated(), or cancel() it (unsent, it is not sent)."""
+    return may_go_unawaited(async_cache_redis_batch().submit("EXISTS", slot.set_key))
 
 
-async def _populated(reply: "asyncio.Future[Any]") -> bool:
+async def populated(reply: "asyncio.Future[Any]") -> bool:
+    """populated_submitted()'s answer; SemanticUnavailable if Redis failed."""
     try:
         return bool(await reply)
     except REDIS_FAILURES as exc:

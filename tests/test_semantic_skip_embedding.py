@@ -2,7 +2,8 @@
 21, the hot path): a context with no entry is found empty by an EXISTS that travels with
 the exact lookup's GET; candidates are found by probe vector and verified before any
 embedding; a question is stored with its probe, and with MiniLM's vector only when its
-lookup made one, never embedded twice (caching/responses.py, caching/semantic.py).
+lookup made one, never embedded twice (caching/cache_plan.py, caching/responses.py,
+caching/semantic.py).
 
 In process, against the real bundled Redis 8, the real probe table and the real int8
 MiniLM, whose embed() is wrapped to count the questions it is given."""
@@ -440,16 +441,21 @@ def test_the_same_question_from_another_named_user_is_another_context():
     assert alice == semantic_keys.context_key(TEAM, DEPLOYMENT, named("alice"))
 
 
-def test_a_plan_dropped_before_its_answers_leaves_nothing_unawaited(redis_url, embedded):
-    """A request refused at admission drops its plan, whose GET and EXISTS are already in
-    the batch: no warning, and the next lookup on the connection gets its own answers."""
+def test_a_plan_dropped_in_its_turn_sends_nothing_and_leaves_nothing_unawaited(redis_url, embedded):
+    """A request refused at admission drops its plan, whose GET and EXISTS are in the
+    batch: refused in the same event-loop turn, they are never sent; no warning, and the
+    next lookup on the connection gets its own answers."""
 
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
         question = chat("What is the capital of France?")
+        await asyncio.sleep(0.05)  # the store's batch is out
+        before = len(recording.pipelines)
         dropped = await cache_plan.start_plan(LOOKUP, TEAM, DEPLOYMENT, question)
-        assert dropped.exact_reply is not None and dropped.populated is not None
+        assert dropped.exact_get is not None and dropped.context_exists is not None
         dropped.drop()
+        await asyncio.sleep(0.05)  # past the turn in which the batch would have gone out
+        assert recording.pipelines[before:] == []
         return await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
 
     with warnings.catch_warnings(record=True) as caught:
