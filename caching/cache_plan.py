@@ -137,13 +137,12 @@ class PendingPlan:
             reply, populated = await self._first_answers()
             if reply is not None:
                 return CachePlan(Outcome.HIT_EXACT, reply, lookup.own[0], lookup.own)
-            if self.context_exists is None or slot is None:
-                pass
-            elif not populated:
+            looked_in_context = self.context_exists is not None and slot is not None
+            if looked_in_context and not populated:
                 semantic.empty_context_lookup(
                     policy.similarity_threshold, policy.verify_enabled, lookup.team_id
                 )
-            else:
+            elif looked_in_context and slot is not None:
                 slot, match = await _semantic_lookup(slot, policy, lookup.team_id)
                 if match is not None:
                     return _semantic_hit(lookup, match)
@@ -172,7 +171,8 @@ class PendingPlan:
         """The exact entry (None without a GET, or on a miss) and whether the context has
         any entry (False without its EXISTS, or after an exact hit)."""
         try:
-            reply = await exact.looked_up(self.exact_get) if self.exact_get else None
+            get = self.exact_get
+            reply = await exact.looked_up(get) if get is not None else None
             if reply is not None or self.context_exists is None:
                 return reply, False
             return None, await semantic.populated(self.context_exists)
