@@ -39,7 +39,7 @@ from inference.embeddings import OnnxMiniLM
 from inference.scraper import Scraper
 from inference.snapshot import WorkerView, fleet_view
 from inference.worker_command import worker_env, worker_python
-from scaling.routing.batch_meter import OwnLine
+from scaling.routing.batch_meter import END_LAG_S, OwnLine
 from tests.children import Child, wait_until_serving, worker_script
 from tests.conftest import MESSAGES, REPO_ROOT, child_env
 from tests.waiting import wait_until
@@ -410,8 +410,10 @@ def test_a_batch_embeddings_line_counts_as_held_by_its_worker_from_its_sending(
 
     view, line = asyncio.run(scenario())
     assert line.seen_from is not None and line.ended_at is not None
-    # A scrape that began asking after it was sent and read the worker running it.
-    during = replace(
-        view, running=1.0, asked_at=line.seen_from + 1e-6, scraped_at=line.ended_at - 1e-6
-    )
+    # A scrape that began asking after it was sent and read the worker running it; the
+    # line's end came later than END_LAG_S after the reading (an end sooner after it may
+    # not have been in the reading: scaling/routing/batch_meter.py).
+    asked_at = line.seen_from + 1e-6
+    during = replace(view, running=1.0, asked_at=asked_at, scraped_at=asked_at + 1e-6)
+    line.ended_at = during.scraped_at + END_LAG_S + 0.01
     assert dispatcher.batch_allowance.room(during) == view.max_in_flight  # all free again
