@@ -228,13 +228,6 @@ async def start_plan(
     return pending
 
 
-async def plan(
-    directives: CacheDirectives, team_id: int, deployment: DeploymentInfo, chat: ChatRequest
-) -> CachePlan:
-    """start_plan() and its result at once."""
-    return await (await start_plan(directives, team_id, deployment, chat)).result()
-
-
 def _own_entries(
     team_id: int, key: str, context: str | None, question: str | None
 ) -> tuple[EntryRef, ...]:

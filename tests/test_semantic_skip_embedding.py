@@ -114,6 +114,13 @@ def run(scenario: Callable[[RecordingBatcher], Awaitable[Any]]) -> Any:
     return asyncio.run(main())
 
 
+async def planned(
+    directives: CacheDirectives, team_id: int, deployment: DeploymentInfo, request: ChatRequest
+) -> CachePlan:
+    """The caches' plan for a request that admission let through: started, then read."""
+    return await (await cache_plan.start_plan(directives, team_id, deployment, request)).result()
+
+
 async def ask_and_keep(
     question: str,
     context: list[dict[str, Any]] | None = None,
@@ -122,7 +129,7 @@ async def ask_and_keep(
     request_id: str = "chatcmpl-1",
 ) -> CachePlan:
     """What the gateway does for a request that the model answers on a miss."""
-    plan = await cache_plan.plan(directives, team_id, DEPLOYMENT, chat(question, context))
+    plan = await planned(directives, team_id, DEPLOYMENT, chat(question, context))
     if plan.result in (Outcome.MISS, Outcome.BYPASS):
         await responses.keep(plan, REPLY, 0, request_id, team_id)
     return plan
@@ -142,7 +149,7 @@ def test_a_first_question_is_never_embedded_and_its_paraphrase_embeds_both_once(
 ):
     async def scenario(recording: RecordingBatcher) -> tuple[CachePlan, list[str], CachePlan]:
         question = chat("What is the capital of France?")
-        first = await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        first = await planned(LOOKUP, TEAM, DEPLOYMENT, question)
         at_lookup = list(embedded)
         await responses.keep(first, REPLY, 0, "chatcmpl-1", TEAM)
         second = await ask_and_keep("What's the capital of France?", request_id="chatcmpl-2")
@@ -286,7 +293,7 @@ def test_a_question_its_lookup_embedded_is_stored_with_that_vector(redis_url, em
 
 def test_the_emptiness_check_travels_with_the_exact_lookup(redis_url, embedded):
     async def scenario(recording: RecordingBatcher) -> list[list[tuple[str, Any]]]:
-        await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        await planned(LOOKUP, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
         return list(recording.pipelines)
 
     pipelines = run(scenario)
@@ -306,9 +313,7 @@ def test_another_teams_entries_do_not_make_a_context_look_populated(redis_url, e
         await ask_and_keep("What is the capital of France?", team_id=TEAM)
         embedded.clear()
         recording.pipelines.clear()
-        plan = await cache_plan.plan(
-            LOOKUP, OTHER_TEAM, DEPLOYMENT, chat("What's the capital of France?")
-        )
+        plan = await planned(LOOKUP, OTHER_TEAM, DEPLOYMENT, chat("What's the capital of France?"))
         return plan, list(recording.pipelines)
 
     plan, pipelines = run(scenario)
@@ -329,7 +334,7 @@ def test_a_context_emptied_by_a_false_hit_report_is_empty_again(redis_url, embed
         assert await responses.report_false_hit("chatcmpl-1", TEAM)
         embedded.clear()
         question = chat("What's the capital of France?")
-        return await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        return await planned(LOOKUP, TEAM, DEPLOYMENT, question)
 
     plan = run(scenario)
 
@@ -353,7 +358,7 @@ def test_in_an_empty_context_a_question_is_stored_without_an_embedding(
     the context empty and nothing is kept. MiniLM runs in neither."""
 
     async def scenario(recording: RecordingBatcher) -> CachePlan:
-        plan = await cache_plan.plan(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
+        plan = await planned(directives, TEAM, DEPLOYMENT, chat("Who wrote Hamlet?"))
         await responses.keep(plan, REPLY, 0, "chatcmpl-1", TEAM)
         return plan
 
@@ -371,10 +376,10 @@ def test_in_an_empty_context_a_question_is_stored_without_an_embedding(
 def test_a_no_store_lookup_in_a_populated_context_still_embeds_each_once(redis_url, embedded):
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
-        first = await cache_plan.plan(
+        first = await planned(
             CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
-        await cache_plan.plan(
+        await planned(
             CacheDirectives(store=False), TEAM, DEPLOYMENT, chat("What's the capital of France?")
         )
         return first
@@ -414,9 +419,7 @@ def test_an_exact_hit_leaves_the_emptiness_check_unawaited_without_warnings(redi
     async def scenario(recording: RecordingBatcher) -> CachePlan:
         await ask_and_keep("What is the capital of France?", request_id="chatcmpl-1")
         embedded.clear()
-        return await cache_plan.plan(
-            LOOKUP, TEAM, DEPLOYMENT, chat("What is the capital of France?")
-        )
+        return await planned(LOOKUP, TEAM, DEPLOYMENT, chat("What is the capital of France?"))
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -456,7 +459,7 @@ def test_a_plan_dropped_in_its_turn_sends_nothing_and_leaves_nothing_unawaited(r
         dropped.drop()
         await asyncio.sleep(0.05)  # past the turn in which the batch would have gone out
         assert recording.pipelines[before:] == []
-        return await cache_plan.plan(LOOKUP, TEAM, DEPLOYMENT, question)
+        return await planned(LOOKUP, TEAM, DEPLOYMENT, question)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
