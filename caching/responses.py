@@ -20,6 +20,7 @@ from caching.exact import CachedReply, CacheUnavailable
 from caching.outcome import Outcome
 from caching.semantic_keys import SemanticSlot
 from foundation.json_bytes import json_bytes
+from foundation.redis_batch import in_order
 from foundation.redis_clients import (
     REDIS_FAILURES,
     async_cache_redis,
@@ -61,10 +62,10 @@ def send_keep(
     MiniLM's if the lookup made one."""
     policy = plan.policy
     if policy is None or plan.key is None:
-        return _nothing()
+        return in_order()
     encoded = exact.encode(reply)
     if len(encoded) > policy.max_entry_bytes:
-        return _nothing()
+        return in_order()
     # What regenerating it would cost: money when the model is priced, else tokens.
     cost = cost_micros or reply.prompt_tokens + reply.completion_tokens
     writes: list[Awaitable[None]] = []
@@ -77,18 +78,9 @@ def send_keep(
         ttl_s = policy.ttl_for(policy.semantic_ttl_s, plan.ttl_s)
         writes.append(semantic.store_submitted(slot, reply, budget, ttl_s, cost))
     if not writes:
-        return _nothing()
+        return in_order()
     writes.append(_note_served(request_id, team_id, plan.own))
-    return _all_of(writes)
-
-
-async def _nothing() -> None:
-    pass
-
-
-async def _all_of(sent: list[Awaitable[None]]) -> None:
-    for reply in sent:  # each logs its own failure
-        await reply
+    return in_order(*writes)
 
 
 def _keep_exact(
@@ -120,7 +112,7 @@ def settle_submitted(
     answered (for false-hit reports). Requests the caches never considered (sampled ones)
     are not counted. Await the result: it logs what failed."""
     if plan.key is None and plan.hit is None:
-        return _nothing()
+        return in_order()
     batch = async_cache_redis_batch()
     sent = [
         batch.submit(*c)

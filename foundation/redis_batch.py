@@ -17,7 +17,7 @@ like redis-py's own retry (foundation/redis_clients.py): one that had run could 
 
 import asyncio
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -148,6 +148,14 @@ def may_go_unawaited(reply: "asyncio.Future[Any]") -> "asyncio.Future[Any]":
 def _retrieved(reply: "asyncio.Future[Any]") -> None:
     if not reply.cancelled():
         reply.exception()
+
+
+async def in_order(*handled: Awaitable[None] | None) -> None:
+    """Await each (None: nothing to await) in turn: the outcomes of commands already in a
+    batch, each of which logs its own failure."""
+    for outcome in handled:
+        if outcome is not None:
+            await outcome
 
 
 def batcher_for(

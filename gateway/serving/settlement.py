@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from caching import exact, responses
 from caching.semantic_keys import SemanticSlot
 from foundation import held_tasks, metrics
+from foundation.redis_batch import in_order
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch, async_redis_batch
 from gateway.accounts.quotas import (
     AdmissionUnavailable,
@@ -126,16 +127,10 @@ class AfterReply:
             pass  # a reply that never reached an API handler (a test's client, say)
         except asyncio.CancelledError:
             self._send_held()
-            await _in_turn(charge, cache_part)  # the process is stopping: settle now
+            await in_order(charge, cache_part)  # the process is stopping: settle now
             raise
         self._send_held()
-        await _in_turn(charge, cache_part)
-
-
-async def _in_turn(*parts: Awaitable[None] | None) -> None:
-    for part in parts:
-        if part is not None:
-            await part
+        await in_order(charge, cache_part)
 
 
 def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
@@ -246,7 +241,7 @@ def _send_cache_part(run: "Completion", slot: SemanticSlot | None) -> Awaitable[
     only waits for their replies."""
     counted = _count_cache_outcome(run)
     kept = _send_keep_reply(run, slot) if _keeps_reply(run) else None
-    return _in_turn(counted, kept)
+    return in_order(counted, kept)
 
 
 def _count_cache_outcome(run: "Completion") -> Awaitable[None]:
