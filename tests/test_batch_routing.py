@@ -81,6 +81,16 @@ async def grant_all(dispatcher: Dispatcher, route: RouteContext | None = None) -
             return leases
 
 
+def answered_lines(allowance: WorkerAllowance, count: int) -> tuple[WorkerView, list[OwnLine]]:
+    """`count` lines granted on a 4-slot worker read a second ago, each answered (its first
+    chunk came); the reading they were granted on."""
+    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
+    lines = [allowance.granted(before) for _ in range(count)]
+    for line in lines:
+        line.answered()
+    return before, lines
+
+
 def per_worker(leases: list[Lease]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for lease in leases:
@@ -116,10 +126,7 @@ def test_lines_placed_after_the_scrape_use_the_room_and_ending_frees_it(settings
 def test_our_lines_the_scrape_saw_are_ours_not_interactive_load(settings):
     settings.BATCH_HEADROOM = 0.0
     allowance = WorkerAllowance()
-    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
-    started = [allowance.granted(before) for _ in range(3)]
-    for line in started:
-        line.answered()  # their first chunks came
+    before, started = answered_lines(allowance, 3)
     # Scraped after they were answered: the worker runs our 3 and 1 interactive request.
     seen = replace(before, running=4, scraped_at=time.time() + 0.001)
     assert allowance.room(seen) == 0
@@ -138,10 +145,7 @@ def test_a_line_that_ended_just_after_a_reading_waits_for_the_next_one(settings)
     for one the reading saw (its slot would be offered twice); the next reading frees it."""
     settings.BATCH_HEADROOM = 0.0
     allowance = WorkerAllowance()
-    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
-    lines = [allowance.granted(before) for _ in range(3)]
-    for line in lines:
-        line.answered()
+    before, lines = answered_lines(allowance, 3)
     time.sleep(0.002)
     # The worker has ended all 3; the reading, just in, shows only its interactive request.
     reading = replace(before, running=1, scraped_at=time.time() - 0.001)
@@ -157,10 +161,7 @@ def test_a_line_that_ended_just_after_a_reading_waits_for_the_next_one(settings)
 def test_a_line_that_ended_well_after_a_reading_that_held_it_frees_its_slot_at_once(settings):
     settings.BATCH_HEADROOM = 0.0
     allowance = WorkerAllowance()
-    before = worker("http://a", running=0, max_in_flight=4, scraped_at=time.time() - 1)
-    lines = [allowance.granted(before) for _ in range(3)]
-    for line in lines:
-        line.answered()
+    before, lines = answered_lines(allowance, 3)
     reading = replace(before, running=4, scraped_at=time.time() + 0.001)  # ours and 1 other
     assert allowance.room(reading) == 0
     allowance.released(reading, lines[0])
