@@ -53,9 +53,34 @@ def test_a_team_admin_creates_a_key_and_sees_it_once(admin_client, team):
     plaintext = created.json()["key"]
     assert authenticate(plaintext, "inference").team_id == team.pk
     listed = admin_client.get("/api/v1/teams/acme/keys/").json()
-    assert [item["lookup_id"] for item in listed] == [created.json()["lookup_id"]]
-    assert "key" not in listed[0] and "secret_hash" not in listed[0]
+    assert [item["lookup_id"] for item in listed["data"]] == [created.json()["lookup_id"]]
+    assert "key" not in listed["data"][0] and "secret_hash" not in listed["data"][0]
     assert plaintext.split("-")[-1] not in str(listed)
+
+
+@pytest.mark.live
+def test_the_key_list_comes_in_pages_newest_first_revoked_keys_included(admin_client, team):
+    made = [actions.issue_api_key(team, name=f"k{n}").key for n in range(3)]
+    actions.revoke_api_key(made[0])
+    first = admin_client.get("/api/v1/teams/acme/keys/?limit=2").json()
+    newest = [made[2].lookup_id, made[1].lookup_id]
+    assert [item["lookup_id"] for item in first["data"]] == newest
+    assert first["has_more"] is True and first["last_id"] == made[1].lookup_id
+    rest = admin_client.get(f"/api/v1/teams/acme/keys/?limit=2&after={first['last_id']}").json()
+    assert [item["lookup_id"] for item in rest["data"]] == [made[0].lookup_id]
+    assert rest["data"][0]["revoked_at"] is not None and rest["has_more"] is False
+    # The default page holds them all; a page is never more than 100 keys.
+    assert len(admin_client.get("/api/v1/teams/acme/keys/").json()["data"]) == 3
+    too_many = admin_client.get("/api/v1/teams/acme/keys/?limit=101")
+    assert too_many.status_code == 400 and "limit" in too_many.json()
+
+
+@pytest.mark.live
+def test_a_page_after_another_teams_key_is_refused(admin_client, team, other_team):
+    theirs = actions.issue_api_key(other_team, name="theirs").key
+    refused = admin_client.get(f"/api/v1/teams/acme/keys/?after={theirs.lookup_id}")
+    assert refused.status_code == 400
+    assert "no such id" in refused.json()["after"]
 
 
 @pytest.mark.unit

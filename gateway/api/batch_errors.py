@@ -9,8 +9,8 @@ from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 
 from gateway.batches.actions import BatchRefused
-from gateway.batches.listing import BadPage
 from gateway.batches.storage import StorageUnavailable
+from gateway.list_pages import BadPage
 from gateway.serving.errors import DOMAIN_ERRORS, ApiError, api_error
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def refusing(view: View) -> View:
         except BatchRefused as exc:
             return refusal(exc.status, exc.message, exc.code, exc.param)
         except BadPage as exc:
-            return refusal(400, str(exc), "invalid_value", "limit")
+            return refusal(400, str(exc), "invalid_value", exc.param)
         except DOMAIN_ERRORS as exc:
             return api_error(exc).response()
         except FileNotFoundError as exc:  # a row whose bytes are gone (deleted meanwhile)

@@ -19,9 +19,9 @@ from gateway.accounts.records import KeyRecord
 from gateway.api.batch_errors import refusal, refusing
 from gateway.api.common import authorized_key
 from gateway.batches import actions
-from gateway.batches.listing import list_body, page
 from gateway.batches.models import Batch
 from gateway.batches.tasks import queue_run
+from gateway.list_pages import list_body, page
 from inference.deployments import DeploymentInfo, catalog
 
 MOST_PER_PAGE = 100

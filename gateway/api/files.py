@@ -18,9 +18,9 @@ from gateway.accounts.models import Team
 from gateway.api.batch_errors import refusal, refusing
 from gateway.api.common import authorized_key
 from gateway.batches import actions
-from gateway.batches.listing import list_body, page
 from gateway.batches.models import BatchFile
 from gateway.batches.storage import file_storage
+from gateway.list_pages import list_body, page
 
 CHUNK_BYTES = 1024 * 1024
 MOST_PER_PAGE = 1000

@@ -23,6 +23,7 @@ from gateway.accounts.models import ApiKey, DefaultQuotaPolicy, Membership, Quot
 from gateway.accounts.quota_usage import read_team_usage
 from gateway.accounts.quotas import AdmissionUnavailable
 from gateway.accounts.records import effective_limits
+from gateway.list_pages import BadPage, list_body, page
 
 # What staff need to act on a team they are not an admin of: the admin site's permissions.
 VIEW_KEYS = "accounts.view_apikey"
@@ -31,6 +32,7 @@ CHANGE_KEY = "accounts.change_apikey"
 VIEW_QUOTA = "accounts.view_quotapolicy"
 CHANGE_QUOTA = "accounts.change_quotapolicy"
 VIEW_USAGE = "usage.view_usagerecord"
+KEY_PAGE_MOST = 100
 
 
 def team_for_admin(request: Request, slug: str, staff_permission: str) -> Team:
@@ -74,8 +76,19 @@ def _as_api_error(exc: DjangoValidationError) -> exceptions.ValidationError:
 
 class ApiKeyListView(APIView):
     def get(self, request: Request, slug: str) -> Response:
+        """A page of the team's keys, newest first, revoked ones included (`?limit=` up to
+        KEY_PAGE_MOST, `?after=<lookup_id>` for the next)."""
         team = team_for_admin(request, slug, VIEW_KEYS)
-        return Response(ApiKeySerializer(team.api_keys.all(), many=True).data)
+        params = request.query_params
+        try:
+            found, more = page(
+                team.api_keys.all(), params.get("after"), params.get("limit"),
+                KEY_PAGE_MOST, "lookup_id",
+            )  # fmt: skip
+        except BadPage as exc:
+            raise exceptions.ValidationError({exc.param: str(exc)}) from None
+        keys = [dict(ApiKeySerializer(key).data) for key in found]
+        return Response(list_body(keys, more, "lookup_id"))
 
     def post(self, request: Request, slug: str) -> Response:
         team = team_for_admin(request, slug, ADD_KEY)
