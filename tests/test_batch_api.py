@@ -283,6 +283,9 @@ def test_files_and_batches_are_invisible_to_other_teams(stack):
         )
     assert other.files.list().data == []
     assert other.batches.list().data == []
+    with pytest.raises(openai.BadRequestError) as paging:  # its id is no cursor of theirs
+        other.batches.list(after=batch_id)
+    assert paging.value.param == "after"
     assert [f.id for f in stack.client.files.list().data] == [file_id]
     assert [b.id for b in stack.client.batches.list().data] == [batch_id]
 
