@@ -15,6 +15,7 @@ model needs beside the package's weights.
 
     .venv-worker/bin/python -m bench.cross_encoder_torch train --pairs P --out M [--init M0]
     .venv-worker/bin/python -m bench.cross_encoder_torch score --pairs P --model M --out S.npz
+    .venv-worker/bin/python -m bench.cross_encoder_torch latency --pairs P --model M --out DIR
 """
 
 import argparse
@@ -147,12 +148,60 @@ def score(model: Any, pairs: list[tuple[str, str]]) -> Any:
     return scores
 
 
+def latency(model: Any, pairs: list[tuple[str, str]], folder: Path) -> dict[str, float]:
+    """P50 milliseconds to score one pair (one order) as a lookup would: exported to ONNX,
+    float32 and int8 (dynamic quantisation, as the gateway's embedder is), one thread."""
+    import numpy as np
+    import onnxruntime
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(weights_dir()))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+
+    class Positional(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            )
+
+    sample = tokenizer(["a question"], ["another one"], return_tensors="pt")
+    fp32, int8 = folder / "cross-encoder-fp32.onnx", folder / "cross-encoder-int8.onnx"
+    torch.onnx.export(
+        Positional().eval(), tuple(sample[n] for n in names), str(fp32),
+        input_names=names, output_names=["logit"], opset_version=17, dynamo=False,
+        dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names},
+    )  # fmt: skip
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    result = {}
+    for label, path in (("float32", fp32), ("int8", int8)):
+        session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+        times = []
+        for a, b in pairs:
+            feed = {k: v.numpy() for k, v in tokenizer([a], [b], return_tensors="pt").items()}
+            started = time.perf_counter()
+            session.run(None, {n: feed[n] for n in names})
+            times.append((time.perf_counter() - started) * 1000)
+        result[label] = float(np.percentile(times[10:], 50))
+    return result
+
+
 def main() -> None:
     import numpy as np
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("train", "score"))
+    parser.add_argument("action", choices=("train", "score", "latency"))
     parser.add_argument("--pairs", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--init", type=Path)
@@ -165,12 +214,17 @@ def main() -> None:
         examples = [(a, b, float(target)) for a, b, target in given]
         model = train(examples, options.init, options.epochs, options.rate)
         torch.save(model.state_dict(), options.out)
-    else:
-        model = cross_encoder()
-        model.load_state_dict(torch.load(options.model))
-        model.eval()
+        return
+    model = cross_encoder()
+    model.load_state_dict(torch.load(options.model))
+    model.eval()
+    if options.action == "score":
         scores = {name: score(model, [(a, b) for a, b in pairs]) for name, pairs in given.items()}
         np.savez(options.out, **scores)
+    else:
+        pairs = [(a, b) for a, b in given]
+        milliseconds = latency(model, pairs, options.out)
+        print(" ".join(f"{k} P50 {v:.2f} ms" for k, v in milliseconds.items()))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,11 @@ class Command(BaseCommand):
         # Each fold's pairs scored by the model trained on the other fold.
         unseen = [score(f"fold-{i}", fold_models[1 - i], {"f": folds[i]})["f"] for i in (0, 1)]
 
+        # What a second stage would cost a lookup: one pair, exported to ONNX, one thread.
+        timed = work / "latency.json"
+        held_out = sets["generated pairs, held-out half"][:210]
+        timed.write_text(json.dumps([(p.a, p.b) for p in held_out]))
+        torch_half("latency", "--pairs", str(timed), "--model", str(questions), "--out", str(work))
         embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR)
         cosines = {name: semantic_evaluation.similarities(embedder, p) for name, p in sets.items()}
         for model_name, scores in by_model.items():
