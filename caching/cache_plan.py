@@ -26,9 +26,7 @@ from caching.policy import CacheSettings, policy_for_team
 from caching.semantic import SemanticMatch, SemanticUnavailable
 from caching.semantic_keys import ENTRY_PREFIX, SemanticSlot
 from foundation import metrics
-from foundation.redis_clients import (
-    RedisUnavailable,
-)
+from foundation.redis_clients import RedisUnavailable
 from inference.chat_request import ChatRequest
 from inference.deployments import DeploymentInfo
 
@@ -182,11 +180,10 @@ class PendingPlan:
 
 def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
     hit = EntryRef(namespace("semantic", lookup.team_id), match.entry_key)
-    # never at 0.0; a sampled reply would differ from any fresh draw
     policy = lookup.policy
     audit = (
-        policy.audit_rate > 0
-        and exact.is_deterministic(lookup.chat)
+        policy.audit_rate > 0  # never at 0.0
+        and exact.is_deterministic(lookup.chat)  # a sampled reply differs from any fresh draw
         and random.random() < policy.audit_rate
     )
     return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit)
