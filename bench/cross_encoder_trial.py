@@ -27,7 +27,7 @@ from bench.semantic_evaluation import Pair
 from caching.evidence import FLOOR, Evidence
 from caching.verify.verdict import verify
 
-SCORE_BANDS = (0.95, 0.90, 0.80, 0.70, 0.50, 0.0)  # by their lower edge
+SCORE_BANDS = (0.99, 0.98, 0.95, 0.90, 0.80, 0.70, 0.50, 0.0)  # by their lower edge
 TARGET_PRECISION = 0.97
 
 

