@@ -60,6 +60,9 @@ class CachePlan:
     ttl_s: int | None = None
     policy: CacheSettings | None = None
     audit: bool = False  # a semantic hit drawn for an audit (gateway/serving/audit.py)
+    # A deterministic semantic hit's exact key: a re-ask of the same request that bypasses
+    # the caches is compared with this hit (responses.note_reaskable, audit.learn_from_reask).
+    reask_key: str | None = None
 
 
 def cacheable(policy: CacheSettings, chat: ChatRequest) -> bool:
@@ -186,7 +189,10 @@ def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
         and exact.is_deterministic(lookup.chat)  # a sampled reply differs from any fresh draw
         and random.random() < policy.audit_rate
     )
-    return CachePlan(Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit)
+    reask_key = lookup.key if exact.is_deterministic(lookup.chat) else None
+    return CachePlan(
+        Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit, reask_key=reask_key
+    )
 
 
 async def start_plan(

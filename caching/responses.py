@@ -30,6 +30,10 @@ from foundation.redis_clients import (
 logger = logging.getLogger(__name__)
 SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
 SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
+# A deterministic semantic hit's exact key -> the entry that answered it: a re-ask within
+# the window that bypasses the caches is compared with it (gateway/serving/audit.py).
+REASK_PREFIX = "sluice:cache:reask:"
+REASK_WINDOW_S = 600
 
 
 async def keep(
@@ -129,7 +133,32 @@ def settle_submitted(
         )
         record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
         sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
+        if semantic_hit is not None and plan.reask_key is not None:
+            marker = _reask_marker(plan.reask_key)
+            sent.append(batch.submit("SET", marker, semantic_hit, "EX", REASK_WINDOW_S))
     return _settled(plan, request_id, [*sent, *([hit] if hit else [])])
+
+
+def _reask_marker(exact_key: str) -> str:
+    return REASK_PREFIX + exact_key.removeprefix(exact.KEY_PREFIX)
+
+
+async def reasked_hit(exact_key: str) -> tuple[str, CachedReply] | None:
+    """The semantic entry that answered this very request (same team, deployment revision,
+    messages and options: the exact key) in the last REASK_WINDOW_S, with its reply, or
+    None; the note is taken, so a re-ask is compared once. None too when the entry is gone
+    (expired, evicted, or the team's cache cleared)."""
+    batch = async_cache_redis_batch()
+    try:
+        entry_key = await batch.execute("GETDEL", _reask_marker(exact_key))
+        if entry_key is None:
+            return None
+        raw = await batch.execute("GET", entry_key)
+    except REDIS_FAILURES as exc:
+        raise CacheUnavailable(str(exc)) from exc
+    if raw is None:
+        return None
+    return str(entry_key), CachedReply(**json.loads(raw)["reply"])
 
 
 async def _settled(plan: CachePlan, request_id: str, sent: "list[asyncio.Future[Any]]") -> None:

@@ -96,6 +96,14 @@ semantic_audits = Counter(
     ["outcome"],
     registry=registry,
 )
+semantic_reasks = Counter(
+    "sluice_cache_semantic_reasks",
+    "Semantic hits whose very request was asked again within 10 minutes with the caches "
+    "bypassed (Cache-Control: no-cache), the fresh reply compared with the cached one, by "
+    "outcome: agreed, disagreed, failed (the outcome could not be kept)",
+    ["outcome"],
+    registry=registry,
+)
 semantic_audit_tokens = Counter(
     "sluice_cache_semantic_audit_tokens",
     "Tokens the semantic cache's audits cost the platform (never billed to a team)",

@@ -1,6 +1,7 @@
 """Issue 19: the semantic cache audits a sampled share of its hits (gateway/serving/audit.py):
 the question is answered again by the model, billed to the platform, and the two replies
-compared; the entry learns from the outcome."""
+compared; the entry learns from the outcome. It learns the same way from a team's own
+re-ask of a hit's request with the caches bypassed, at no one's extra cost."""
 
 import json
 import time
@@ -25,6 +26,8 @@ from tests.waiting import wait_until
 ORIGINAL = "What is the capital of France?"
 PARAPHRASE = "What's the capital of France?"
 AUDITS = "sluice_cache_semantic_audits_total"
+REASKS = "sluice_cache_semantic_reasks_total"
+BYPASS = {"Cache-Control": "no-cache, no-store"}
 
 
 def settled_records(team: Any) -> int:
@@ -112,6 +115,63 @@ def test_an_audit_that_agrees_is_counted_on_the_entry_which_keeps_answering(agre
     assert int(cache.get(confirmed) or 0) >= 1
     assert not cache.keys(semantic.REPORTED_PREFIX + "*")
     assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+
+
+def reasks(platform: dict[str, Any], outcome: str) -> float:
+    return metric_lines(platform).get(f'{REASKS}{{outcome="{outcome}"}}', 0)
+
+
+def hit_then_reask(platform: dict[str, Any], outcome: str) -> None:
+    """The original kept, its paraphrase answered by it, then the paraphrase asked again
+    with the caches bypassed: fresh, and compared in the background."""
+    client = platform["client"]
+    assert ask(client, ORIGINAL)[1] == "miss"
+    assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+    assert ask(client, PARAPHRASE, extra_headers=BYPASS)[1] == "bypass"
+    wait_until(lambda: reasks(platform, outcome) >= 1, 10, f"a re-ask that {outcome}")
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_reask_bypassing_the_caches_whose_reply_differs_takes_the_entry_out_of_service(
+    platform,
+):
+    """The simulator answers each wording with its own words: the fresh reply to the
+    paraphrase differs from the original's, which had answered it."""
+    client = platform["client"]
+    hit_then_reask(platform, "disagreed")
+    assert ask(client, "what is the capital of france?", extra_headers=NO_STORE)[1] == "miss"
+    # The note of the hit was taken: asking again compares nothing a second time.
+    assert ask(client, PARAPHRASE, extra_headers=BYPASS)[1] == "bypass"
+    assert ask(client, ORIGINAL, extra_headers=NO_STORE)[1] == "hit-exact"
+    assert reasks(platform, "disagreed") == 1
+    assert audits(platform, "disagreed") == 0  # no audit ran: the team's own re-ask taught it
+    lines = metric_lines(platform)
+    assert lines['sluice_cache_semantic_rejections_total{reason="audit"}'] >= 1
+    assert lines.get('sluice_cache_semantic_audit_tokens_total{model="small-model"}', 0) == 0
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_reask_whose_reply_agrees_is_counted_on_the_entry(agreeing_platform):
+    platform = agreeing_platform
+    hit_then_reask(platform, "agreed")
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    [confirmed] = cache.keys(semantic.CONFIRMED_PREFIX + "*")
+    assert int(cache.get(confirmed) or 0) == 1
+    assert not cache.keys(semantic.REPORTED_PREFIX + "*")
+    assert ask(platform["client"], PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_request_bypassing_the_caches_without_an_earlier_hit_compares_nothing(platform):
+    client = platform["client"]
+    assert ask(client, ORIGINAL, extra_headers=BYPASS)[1] == "bypass"
+    assert ask(client, ORIGINAL)[1] == "miss"  # kept this time
+    assert ask(client, ORIGINAL, extra_headers=BYPASS)[1] == "bypass"  # an exact hit's re-ask
+    assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+    assert all(reasks(platform, outcome) == 0 for outcome in ("agreed", "disagreed", "failed"))
 
 
 @pytest.mark.unit

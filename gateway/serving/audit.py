@@ -20,6 +20,13 @@ similar. Agreement is counted on the entry and lowers its false-hit probability 
 error bound, by at most half (caching/evidence.py); a disagreement takes the entry out of
 service for every other question, as a false-hit report does (caching/semantic.py).
 
+An exact re-ask teaches the entry the same way, at no cost to anyone: a team that asks
+a request a semantic hit answered again within 10 minutes, bypassing the caches
+(`Cache-Control: no-cache`, as a client does when a reply looked wrong), pays for a fresh
+reply it asked for; that reply is compared with the cached one as an audit's is, and the
+outcome recorded on the entry (learn_from_reask, counted in
+`sluice_cache_semantic_reasks_total`).
+
 What agreement cannot tell: a model that words a correct answer differently for the
 paraphrase reads as a disagreement: the audit errs towards turning entries down.
 """
@@ -31,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from caching import semantic
-from caching.exact import CachedReply
+from caching import responses, semantic
+from caching.exact import CachedReply, CacheUnavailable
 from caching.verify.verdict import verify
 from foundation import metrics
 from foundation.redis_clients import REDIS_FAILURES, async_cache_redis
@@ -132,6 +139,27 @@ async def _regenerate(dispatcher: Dispatcher, job: AuditJob) -> str | None:
     tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
     metrics.labelled(metrics.semantic_audit_tokens, job.deployment.name).inc(tokens)
     return reply.text
+
+
+async def learn_from_reask(request_id: str, exact_key: str, fresh: str) -> None:
+    """A fresh reply to a request the caches were told to bypass: if a semantic hit
+    answered this very request lately (caching/responses.py notes it), compare the two
+    and record the outcome on the entry. In the background, after the reply; never
+    raises (a failure is logged and counted)."""
+    try:
+        found = await responses.reasked_hit(exact_key)
+        if found is None:
+            return
+        entry_key, cached = found
+        agreed = await replies_agree(cached.content, fresh)
+        await semantic.record_audit(async_cache_redis(), entry_key, agreed)
+    except (CacheUnavailable, *REDIS_FAILURES) as exc:
+        logger.warning("re-ask %s: not compared with its earlier hit: %s", request_id, exc)
+        metrics.labelled(metrics.semantic_reasks, "failed").inc()
+        return
+    outcome = "agreed" if agreed else "disagreed"
+    metrics.labelled(metrics.semantic_reasks, outcome).inc()
+    logger.info("semantic cache re-ask %s (%s): %s", request_id, entry_key, outcome)
 
 
 async def replies_agree(cached: str, fresh: str) -> bool:

@@ -171,6 +171,24 @@ class Completion:
                 self.chat.upstream_path,
             )
             audit.schedule(dispatcher, job)
+        elif self._reasked_fresh():
+            assert plan.key is not None  # _reasked_fresh
+            learning = audit.learn_from_reask(self.request_id, plan.key, self.reply.text)
+            settlement.in_background(learning)
+
+    def _reasked_fresh(self) -> bool:
+        """A complete reply generated for this request because its caller bypassed the
+        caches (a cache Redis failure's bypass has no key), deterministic: what a semantic
+        hit for the same request could be compared with."""
+        plan = self.cache
+        return (
+            plan.result == Outcome.BYPASS
+            and plan.key is not None
+            and self.status == "ok"
+            and self.finish_reason is not None
+            and not self.coalesced
+            and exact.is_deterministic(self.chat)
+        )
 
     async def __aenter__(self) -> "Completion":
         return self
