@@ -240,6 +240,36 @@ def test_a_full_conversation_is_refused_before_anything_is_generated(
 
 
 @pytest.mark.live
+def test_regenerate_with_no_cache_is_answered_afresh_not_by_the_reply_it_replaces(
+    upstream_sim: Any,
+) -> None:
+    team = account_actions.create_team("Regenerators", **account_actions.NO_LIMITS)
+    deployment = fleet.ensure_deployment("small-model", served_model_name="sim-upstream")
+    fleet.register_worker(deployment, upstream_sim.url, registered_by="test")
+    ann, cookie = member(team, "ann")
+    conversation = actions.create_conversation(ann.pk)
+    first = converse(cookie, [chat(conversation.pk, "One", temperature=0)])[-1]
+    assert first["cache"] == "miss"
+
+    def replacing(done: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        again = chat(conversation.pk, "One", temperature=0, **extra)
+        [end] = [
+            e for e in converse(cookie, [{**again, "replace_from": done["user_message_id"]}])
+            if e["type"] in ("done", "error")
+        ]  # fmt: skip
+        return dict(end)
+
+    cached = replacing(first)  # without no_cache: the caches hand back the same reply
+    assert cached["type"] == "done" and cached["cache"] == "hit-exact"
+    fresh = replacing(cached, no_cache=True)
+    assert fresh["type"] == "done" and fresh["cache"] == "bypass"
+    refused = replacing(fresh, no_cache="yes")
+    assert refused["type"] == "error" and refused["error"]["param"] == "no_cache"
+    kept = Message.objects.filter(conversation=conversation).values_list("content", flat=True)
+    assert kept[0] == "One" and len(kept) == 2  # the refused regenerate removed nothing
+
+
+@pytest.mark.live
 def test_replace_from_must_be_a_question_of_the_same_conversation(team: Any) -> None:
     ann, cookie = member(team, "ann")
     conversation = actions.create_conversation(ann.pk)

@@ -50,6 +50,7 @@ from inference.chat_request import ChatRequest, InvalidRequest, chat_request_fro
 from inference.reply import ReplyAssembler
 
 logger = logging.getLogger(__name__)
+NO_CACHE_FIELD = "no_cache"  # a chat message's: answer afresh, as HTTP's Cache-Control: no-cache
 
 
 # A socket may guess keys only this often before it is closed: guessing must cost a new
@@ -205,23 +206,35 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(thread)
             return
         body = completion_body(content)
+        # Regenerate asks for a fresh reply: the caches are not read (the reply is kept as
+        # any other), and a semantic hit it replaces is compared with it (docs/caching.md).
+        no_cache = body.pop(NO_CACHE_FIELD, False)
+        if not isinstance(no_cache, bool):
+            message = f"'{NO_CACHE_FIELD}' must be true or false."
+            await self._error(ApiError(400, message, "invalid_request", NO_CACHE_FIELD))
+            return
         # The socket's context policy (docs/websocket.md): trim unless the message names one,
         # so a long conversation loses its oldest turns (and says so) instead of failing.
         policy = body.pop(POLICY_FIELD, None)
         policy = Policy.TRIM.value if policy is None else policy
         self.streaming = True
+        directives = CacheDirectives(lookup=not no_cache)
         self.generation = asyncio.create_task(
-            self._generate({**body, "stream": True}, thread, policy)
+            self._generate({**body, "stream": True}, thread, policy, directives)
         )
         self.generation.add_done_callback(_generation_ended)
 
-    async def _generate(self, body: dict[str, Any], thread: ChatThread, policy: object) -> None:
+    async def _generate(
+        self, body: dict[str, Any], thread: ChatThread, policy: object, directives: CacheDirectives
+    ) -> None:
         try:
-            await self._reply(body, thread, policy)
+            await self._reply(body, thread, policy, directives)
         finally:
             self.streaming = False
 
-    async def _reply(self, body: dict[str, Any], thread: ChatThread, policy: object) -> None:
+    async def _reply(
+        self, body: dict[str, Any], thread: ChatThread, policy: object, directives: CacheDirectives
+    ) -> None:
         request_id = new_request_id()
         reply = ReplyAssembler()  # what is kept in the thread, and how the reply ended
 
@@ -231,7 +244,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         try:
             # The same caches as the HTTP API (a sampled chat bypasses them unless the
             # team's cache policy says to cache sampled requests too).
-            run = await open_completion(self.credential, read, CacheDirectives(), request_id)
+            run = await open_completion(self.credential, read, directives, request_id)
         except DOMAIN_ERRORS as exc:
             await self._error(api_error(exc), request_id)
             return

@@ -22,8 +22,8 @@ const temperature = $("temperature");
 
 let conversation = null; // the open conversation's settings, as the API returns them
 let messages = []; // its saved messages, in order
-// The exchange in flight or failed: {question, replaceFrom, base, text, requested,
-// streaming, error}; `base` is the saved messages it follows.
+// The exchange in flight or failed: {question, replaceFrom, base, noCache, text,
+// requested, streaming, error}; `base` is the saved messages it follows.
 let pending = null;
 let replyElement = null;
 let renderQueued = false;
@@ -73,7 +73,8 @@ function offerActions(elements) {
   const asked = elements[last - 1];
   addActions(asked, [{ label: "Edit", run: () => editQuestion(asked, question) }]);
   addActions(elements[last], [
-    { label: "Regenerate", run: () => ask(question.content, question.id) },
+    // Afresh: the caches would hand back the reply being replaced.
+    { label: "Regenerate", run: () => ask(question.content, question.id, null, true) },
   ]);
 }
 
@@ -85,7 +86,7 @@ function editQuestion(element, question) {
 }
 
 function retryable(exchange) {
-  return () => ask(exchange.question, exchange.replaceFrom, exchange.base);
+  return () => ask(exchange.question, exchange.replaceFrom, exchange.base, exchange.noCache);
 }
 
 function showReply() {
@@ -113,7 +114,7 @@ function updateControls() {
 // Send a question; `replaceFrom` is the saved question it replaces (edit, regenerate).
 let creating = false; // a first question is making its conversation: a second waits
 
-async function ask(question, replaceFrom = null, base = null) {
+async function ask(question, replaceFrom = null, base = null, noCache = false) {
   if ((pending && pending.streaming) || creating) return false;
   if (!socket.isOpen) {
     notice("Not connected yet: the page reconnects by itself; send again in a moment.");
@@ -129,7 +130,7 @@ async function ask(question, replaceFrom = null, base = null) {
   }
   const upTo = replaceFrom === null ? -1 : messages.findIndex((m) => m.id === replaceFrom);
   const before = base || (upTo >= 0 ? messages.slice(0, upTo) : messages);
-  pending = { question, replaceFrom, base: before, text: "", requested: model.value,
+  pending = { question, replaceFrom, base: before, noCache, text: "", requested: model.value,
     streaming: true, error: null };
   render();
   const message = {
@@ -137,6 +138,7 @@ async function ask(question, replaceFrom = null, base = null) {
     max_tokens: MAX_TOKENS, messages: wireMessages(before, question),
   };
   if (replaceFrom !== null) message.replace_from = replaceFrom;
+  if (noCache) message.no_cache = true;
   const heat = temperatureValue();
   if (heat !== null) message.temperature = heat;
   updateControls();
