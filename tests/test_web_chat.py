@@ -270,6 +270,30 @@ def test_regenerate_and_edit_replace_the_last_exchange_with_auto_and_the_cache_b
     expect(page.get_by_label("System prompt")).to_have_value("Answer briefly.")
 
 
+def test_regenerate_of_a_reply_kept_for_a_similar_question_asks_afresh(
+    browsing: Browsing,
+) -> None:
+    page = browsing.page()
+    log_in(page)
+    page.get_by_role("button", name="Settings").click()
+    page.get_by_label("Temperature").fill("0")
+    ask(page, "What is the capital of France?")
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator(".message")).to_have_count(0)
+    page.get_by_label("Temperature").fill("0")  # a conversation's own setting
+    ask(page, "What's the capital of France?")
+    badge = page.locator(".turn.assistant .figures .badge.cache")
+    expect(badge).to_have_text("cached: similar question")
+
+    page.get_by_role("button", name="Regenerate").click()
+    # Generated for this question: no badge (an exact hit would say "same question").
+    expect(page.locator(".turn.assistant .figures")).to_contain_text(
+        re.compile(r"\d+ out"), timeout=REPLY_TIMEOUT_MS
+    )
+    expect(badge).to_have_count(0)
+    expect(page.locator(".message")).to_have_count(2)
+
+
 def test_a_quota_error_names_the_limit_and_counts_down_to_its_reset(browsing: Browsing) -> None:
     page = browsing.page()
     log_in(page, "carl")  # team Tiny: one request a minute

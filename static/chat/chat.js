@@ -72,9 +72,11 @@ function offerActions(elements) {
   const question = messages[last - 1];
   const asked = elements[last - 1];
   addActions(asked, [{ label: "Edit", run: () => editQuestion(asked, question) }]);
+  // A reply kept for a similar question is asked afresh (the caches would hand it back
+  // again); a deterministic question's own cached reply is what the model would say.
+  const afresh = messages[last].cache === "hit-semantic";
   addActions(elements[last], [
-    // Afresh: the caches would hand back the reply being replaced.
-    { label: "Regenerate", run: () => ask(question.content, question.id, null, true) },
+    { label: "Regenerate", run: () => ask(question.content, question.id, null, afresh) },
   ]);
 }
 
