@@ -61,7 +61,7 @@ class CachePlan:
     policy: CacheSettings | None = None
     audit: bool = False  # a semantic hit drawn for an audit (gateway/serving/audit.py)
     # A deterministic semantic hit's exact key: a re-ask of the same request that bypasses
-    # the caches is compared with this hit (responses.note_reaskable, audit.learn_from_reask).
+    # the caches is compared with this hit (responses.reasked_hit).
     reask_key: str | None = None
 
 

@@ -206,8 +206,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._error(thread)
             return
         body = completion_body(content)
-        # Regenerate asks for a fresh reply: the caches are not read (the reply is kept as
-        # any other), and a semantic hit it replaces is compared with it (docs/caching.md).
+        # no_cache asks for a fresh reply (the web chat's Regenerate of a semantic hit): the
+        # caches are not read, the reply is kept as any other, and the hit it replaces is
+        # compared with it (docs/caching.md, "Re-asks").
         no_cache = body.pop(NO_CACHE_FIELD, False)
         if not isinstance(no_cache, bool):
             message = f"'{NO_CACHE_FIELD}' must be true or false."

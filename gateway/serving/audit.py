@@ -157,6 +157,10 @@ async def learn_from_reask(request_id: str, exact_key: str, fresh: str) -> None:
         logger.warning("re-ask %s: not compared with its earlier hit: %s", request_id, exc)
         metrics.labelled(metrics.semantic_reasks, "failed").inc()
         return
+    except Exception:
+        logger.exception("re-ask %s: comparing it with its earlier hit failed", request_id)
+        metrics.labelled(metrics.semantic_reasks, "failed").inc()
+        return
     outcome = "agreed" if agreed else "disagreed"
     metrics.labelled(metrics.semantic_reasks, outcome).inc()
     logger.info("semantic cache re-ask %s (%s): %s", request_id, entry_key, outcome)
