@@ -189,7 +189,9 @@ def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
         and exact.is_deterministic(lookup.chat)  # a sampled reply differs from any fresh draw
         and random.random() < policy.audit_rate
     )
-    reask_key = lookup.key if exact.is_deterministic(lookup.chat) else None
+    # An audited hit is compared by its audit: a re-ask would count that evidence twice.
+    deterministic = exact.is_deterministic(lookup.chat)
+    reask_key = lookup.key if deterministic and not audit else None
     return CachePlan(
         Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit, reask_key=reask_key
     )

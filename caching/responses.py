@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import NoScriptError
@@ -34,6 +35,9 @@ SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
 # the window that bypasses the caches is compared with it (gateway/serving/audit.py).
 REASK_PREFIX = "sluice:cache:reask:"
 REASK_WINDOW_S = 600
+# A request whose re-ask was compared: asked again, it is not counted again (agreeing on
+# one question again and again is not new evidence). Kept as long as an entry can live.
+REASKED_PREFIX = "sluice:cache:reasked:"
 
 
 async def keep(
@@ -134,31 +138,41 @@ def settle_submitted(
         record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
         sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
         if semantic_hit is not None and plan.reask_key is not None:
-            marker = _reask_marker(plan.reask_key)
+            marker = REASK_PREFIX + plan.reask_key.removeprefix(exact.KEY_PREFIX)
             sent.append(batch.submit("SET", marker, semantic_hit, "EX", REASK_WINDOW_S))
     return _settled(plan, request_id, [*sent, *([hit] if hit else [])])
 
 
-def _reask_marker(exact_key: str) -> str:
-    return REASK_PREFIX + exact_key.removeprefix(exact.KEY_PREFIX)
+@dataclass(frozen=True)
+class ReaskedHit:
+    entry_key: str  # the semantic entry that answered the request
+    content: str  # its reply
+    first: bool  # False: this request was compared with an entry before (not counted again)
 
 
-async def reasked_hit(exact_key: str) -> tuple[str, CachedReply] | None:
+async def reasked_hit(exact_key: str) -> ReaskedHit | None:
     """The semantic entry that answered this very request (same team, deployment revision,
     messages and options: the exact key) in the last REASK_WINDOW_S, with its reply, or
-    None; the note is taken, so a re-ask is compared once. None too when the entry is gone
-    (expired, evicted, or the team's cache cleared)."""
+    None; the note is taken, so one hit is compared once. None too when the entry is gone
+    (expired, evicted, or the team's cache cleared) or holds no reply text."""
     batch = async_cache_redis_batch()
+    hashed = exact_key.removeprefix(exact.KEY_PREFIX)
     try:
-        entry_key = await batch.execute("GETDEL", _reask_marker(exact_key))
+        entry_key = await batch.execute("GETDEL", REASK_PREFIX + hashed)
         if entry_key is None:
             return None
         raw = await batch.execute("GET", entry_key)
+        if raw is None:
+            return None
+        first = batch.submit("SET", REASKED_PREFIX + hashed, 1, "NX", "EX", semantic.REPORTED_TTL_S)
+        first_time = await first
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
-    if raw is None:
+    reply = json.loads(raw).get("reply")
+    content = reply.get("content") if isinstance(reply, dict) else None
+    if not isinstance(content, str):
         return None
-    return str(entry_key), CachedReply(**json.loads(raw)["reply"])
+    return ReaskedHit(str(entry_key), content, first_time is not None)
 
 
 async def _settled(plan: CachePlan, request_id: str, sent: "list[asyncio.Future[Any]]") -> None:

@@ -100,7 +100,8 @@ semantic_reasks = Counter(
     "sluice_cache_semantic_reasks",
     "Semantic hits whose very request was asked again within 10 minutes with the caches "
     "bypassed (Cache-Control: no-cache), the fresh reply compared with the cached one, by "
-    "outcome: agreed, disagreed, failed (the outcome could not be kept)",
+    "outcome: agreed, disagreed, repeated (agreed again for a request already counted), "
+    "failed (the outcome could not be kept)",
     ["outcome"],
     registry=registry,
 )

@@ -150,8 +150,11 @@ async def learn_from_reask(request_id: str, exact_key: str, fresh: str) -> None:
         found = await responses.reasked_hit(exact_key)
         if found is None:
             return
-        entry_key, cached = found
-        agreed = await replies_agree(cached.content, fresh)
+        entry_key = found.entry_key
+        agreed = await replies_agree(found.content, fresh)
+        if agreed and not found.first:
+            metrics.labelled(metrics.semantic_reasks, "repeated").inc()
+            return  # this request agreed before: no new evidence
         await semantic.record_audit(async_cache_redis(), entry_key, agreed)
     except (CacheUnavailable, *REDIS_FAILURES) as exc:
         logger.warning("re-ask %s: not compared with its earlier hit: %s", request_id, exc)

@@ -173,8 +173,15 @@ class Completion:
             audit.schedule(dispatcher, job)
         elif self._reasked_fresh():
             assert plan.key is not None  # _reasked_fresh
-            learning = audit.learn_from_reask(self.request_id, plan.key, self.reply.text)
-            settlement.in_background(learning)
+            settlement.in_background(self._learn_from_reask(plan.key))
+
+    async def _learn_from_reask(self, exact_key: str) -> None:
+        """Compare with an earlier hit for this request (audit.learn_from_reask), once a
+        non-streamed reply's settlement is done, which is after the reply went out: its
+        Redis commands would otherwise send the held ones ahead of the reply."""
+        if self.after_reply is not None:
+            await asyncio.wait([self.after_reply.task])
+        await audit.learn_from_reask(self.request_id, exact_key, self.reply.text)
 
     def _reasked_fresh(self) -> bool:
         """A complete reply generated for this request because its caller bypassed the
