@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from caching import semantic
+from caching import responses, semantic
 from caching.actions import update_cache_policy
 from caching.evidence import PRIOR_WEIGHT, false_hit_probability
 from gateway.serving.audit import replies_agree
@@ -179,6 +179,28 @@ def test_a_request_bypassing_the_caches_without_an_earlier_hit_compares_nothing(
     assert ask(client, ORIGINAL, extra_headers=BYPASS)[1] == "bypass"  # an exact hit's re-ask
     assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
     assert all(reasks(platform, outcome) == 0 for outcome in ("agreed", "disagreed", "failed"))
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_only_a_deterministic_semantic_hit_leaves_a_note_for_its_reask(platform):
+    """A sampled reply differs from any fresh draw: comparing one would teach nothing."""
+    client, team = platform["client"], platform["team"].pk
+    update_cache_policy(team, cache_sampled=True)
+    wait_until(  # the policy reaches the gateway within 2 s; then the reply is kept
+        lambda: ask(client, "How do I reset my password?", temperature=0.7)[1] == "miss",
+        10,
+        "a sampled reply kept",
+    )
+    hit = ask(client, "how do i reset my password", extra_headers=NO_STORE, temperature=0.7)
+    assert hit[1] == "hit-semantic"
+    assert ask(client, ORIGINAL)[1] == "miss"
+    assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    # The sampled hit's commands went first on the same connection: once the
+    # deterministic hit's note is there, a note of the sampled one would be too.
+    wait_until(lambda: cache.keys(responses.REASK_PREFIX + "*"), 10, "the hit's note")
+    assert len(cache.keys(responses.REASK_PREFIX + "*")) == 1
 
 
 @pytest.mark.unit
