@@ -17,7 +17,9 @@ in several genuinely different wordings, with slots and fillers):
 Why split by intent: a threshold or verifier tuned on the dev half must be judged on
 questions it has never seen the like of. The split is fixed here, in code, before anything
 was measured: every intent belongs to exactly one half, so no intent, wording or near-miss
-pattern of the held-out half appears in the dev half.
+pattern of the held-out half appears in the dev half. A third group, TRAINING
+(bench/question_pair_training_data.py, written later), is in neither half: more intents for
+a second-stage model to learn from and be calibrated on, away from the held-out topics.
 
 It is a held-out evaluation set, written from language knowledge alone: no embedding model,
 cache or verifier was run on it, and nothing in it was tuned to any model's scores. The
