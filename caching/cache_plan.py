@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from caching import exact, semantic, semantic_keys
+from caching import exact, pending_stores, semantic, semantic_keys
 from caching.exact import CacheDirectives, CachedReply, CacheUnavailable
 from caching.outcome import Outcome
 from caching.policy import CacheSettings, policy_for_team
@@ -226,6 +226,8 @@ async def start_plan(
     )
     pending = PendingPlan(None, Lookup(directives, team_id, chat, policy, key, own, slot, too_long))
     if directives.lookup:
+        # Asked right after a reply it may find: behind that reply's store (pending_stores).
+        await pending_stores.wait_for_stores_of(key, *(() if slot is None else (slot.set_key,)))
         if slot is not None:
             pending.context_exists = semantic.populated_submitted(slot)
         if policy.exact_enabled:

@@ -19,8 +19,9 @@ cell (caching/evidence.py) where verification accepted it and it was scored, els
 b: the error bound in force, when a team set one. No question text, no ids: nothing of the
 team's data beyond these numbers.
 
-The write is fire-and-forget (commands in the cache Redis batch of the lookup's event-loop
-turn), so it adds no round trip to the lookup; a failing Redis loses the sample, never the request.
+The write is fire-and-forget (commands in the cache Redis batch's background queue:
+foundation/redis_batch.py), so it adds no round trip to the lookup; a failing Redis loses
+the sample, never the request.
 """
 
 import asyncio
@@ -80,18 +81,20 @@ class LookupSample:
 
 
 def record(team_id: int, sample: LookupSample) -> None:
-    """Queue the sample's write in the cache Redis batch of this event-loop turn (with
-    the lookup's own commands and other requests'); returns at once."""
+    """Queue the sample's write in the cache Redis batch's background queue, sent with
+    other requests' bookkeeping once a request has called its worker (a lookup's own
+    round trip does not wait for it); returns at once."""
     batch = async_cache_redis_batch()
     list_key = key(team_id)
-    for command in (
-        ("LPUSH", list_key, sample.encode()),
-        ("LTRIM", list_key, 0, KEEP - 1),
-        ("EXPIRE", list_key, WINDOW_S),
-    ):
-        reply = batch.submit(*command)
-        _pending.add(reply)
-        reply.add_done_callback(_written)
+    with batch.in_background():
+        for command in (
+            ("LPUSH", list_key, sample.encode()),
+            ("LTRIM", list_key, 0, KEEP - 1),
+            ("EXPIRE", list_key, WINDOW_S),
+        ):
+            reply = batch.submit(*command)
+            _pending.add(reply)
+            reply.add_done_callback(_written)
 
 
 def record_candidates(

@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from caching import eviction, exact, semantic, stats
+from caching import eviction, exact, pending_stores, semantic, stats
 from caching.cache_plan import CachePlan, EntryRef, namespace
 from caching.exact import CachedReply, CacheUnavailable
 from caching.outcome import Outcome
@@ -64,8 +64,8 @@ def send_keep(
     """Keep a complete generated reply in each cache the plan names (slot: keeping_slot's).
     The exact entry, the semantic one and the note of who answered are in the cache Redis
     batch of this event-loop turn when this returns (one round trip): a lookup this
-    process makes after runs after them, on the same connection, so the caller need not
-    wait for their replies before answering (await the result: it logs what failed).
+    process makes after runs after them, on the same connection (await the result: it
+    logs what failed).
     Nothing is embedded here: the semantic entry goes in with its probe vector, and with
     MiniLM's if the lookup made one."""
     policy = plan.policy
@@ -158,6 +158,7 @@ async def reasked_hit(exact_key: str) -> ReaskedHit | None:
     batch = async_cache_redis_batch()
     hashed = exact_key.removeprefix(exact.KEY_PREFIX)
     try:
+        await pending_stores.wait_for_stores_of(exact_key)  # the hit's note, if still to come
         entry_key = await batch.execute("GETDEL", REASK_PREFIX + hashed)
         if entry_key is None:
             return None
@@ -209,6 +210,11 @@ def _served_record(
     return json_bytes(record | ({"semantic_hit": semantic_hit} if semantic_hit else {}))
 
 
+def served_key(request_id: str) -> str:
+    """The note of which entries answered a request (for its false-hit report)."""
+    return SERVED_PREFIX + request_id
+
+
 async def report_false_hit(request_id: str, team_id: int) -> bool:
     """Take the reply that answered this team's request out of service; False if there is
     none (or it answered another team: no way to probe other teams' requests). A reply
@@ -217,9 +223,10 @@ async def report_false_hit(request_id: str, team_id: int) -> bool:
     marked and never answers another question again (caching/semantic.py)."""
     client = async_cache_redis()
     try:
-        # Through the batch: a reply this process just sent has its note there already,
-        # ahead of this GET on the same connection (its caller need not wait for it).
-        raw = await async_cache_redis_batch().execute("GET", SERVED_PREFIX + request_id)
+        # Through the batch, behind the note of a reply this process has just sent (its
+        # settlement, after the reply, goes at once: pending_stores).
+        await pending_stores.wait_for_stores_of(served_key(request_id))
+        raw = await async_cache_redis_batch().execute("GET", served_key(request_id))
         if raw is None or json.loads(raw)["team"] != team_id:
             return False
         served = json.loads(raw)

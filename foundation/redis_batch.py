@@ -8,6 +8,10 @@ parsing); batched, they go out in one write at the end of the turn they were iss
 pipelined connection per event loop (foundation/redis_pipe.py): packed by hiredis, replies
 read in order as they arrive, about 4 to 5 us of CPU a command (bench.redis_batch).
 
+Commands nothing waits for can wait in a background queue until a request of the loop has
+called its worker (`in_background`): on a shared core they then run while that request
+waits, instead of in the CPU burst of the request that issued them.
+
 Each command keeps its own reply and its own error: a batch is not a transaction, and a
 failing command fails only its caller. A caller cancelled before its batch is sent is left
 out of it; one cancelled after has had its command run, as a plain call would. A command on
@@ -25,6 +29,7 @@ import hiredis
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from foundation import worker_wait
 from foundation.redis_pipe import RespConnection, Unanswered, open_connection
 
 _Pending = tuple[tuple[Any, ...], "asyncio.Future[Any]"]
@@ -38,7 +43,11 @@ class CommandBatcher:
         self.client = client
         self._pending: list[_Pending] = []
         self._flush_due = False  # a _flush is scheduled
-        self._holding = False
+        # in_background(): commands nothing waits for, sent when _background_due.
+        self._background: list[_Pending] = []
+        self._in_background = False
+        self._background_due = False
+        self._background_waits = False  # registered with worker_wait
         self._connection: RespConnection | None = None
         self._waiting: list[Unanswered] = []  # for the connection being opened
         self._connecting: asyncio.Task[None] | None = None
@@ -51,39 +60,55 @@ class CommandBatcher:
         return await self.submit(*command)
 
     def submit(self, *command: Any) -> "asyncio.Future[Any]":
-        """execute() without awaiting: several commands of one caller, no task each."""
+        """execute() without awaiting: several commands of one caller, no task each. Inside
+        in_background(), the command waits in the background queue."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Any] = loop.create_future()
+        if self._in_background:
+            self._background.append((command, reply))
+            self._wait_for_the_background()
+            return reply
         self._pending.append((command, reply))
-        if not self._flush_due and not self._holding:
-            self._flush_due = True
-            loop.call_soon(self._flush)
+        self._schedule_flush(loop)
         return reply
 
     @contextmanager
-    def holding(self) -> Iterator[None]:
-        """Commands submitted inside (no await in between) are queued but not sent on their
-        own account: they go with the next command submitted outside, or at send_held().
-        Whatever is submitted later still runs after them (the same queue, the same
-        connection). For work that must be ordered before what follows but need not delay
-        what the caller does next (a reply's cache store, sent once the reply is out: on a
-        shared core, Redis woken first would run its scripts ahead of the reply)."""
-        self._holding = True
+    def in_background(self) -> Iterator[None]:
+        """Commands submitted inside (no await in between) are ones nothing waits for and
+        nothing reads soon (a semantic lookup's sample for the threshold preview): they go
+        out when a request of this loop has just called its worker
+        (foundation/worker_wait.py), or worker_wait.DEADLINE_S after the first of them at
+        the latest. Commands submitted outside meanwhile go ahead of them. Among themselves
+        they keep their order."""
+        self._in_background = True
         try:
             yield
         finally:
-            self._holding = False
+            self._in_background = False
 
-    def send_held(self) -> None:
-        """Send what holding() queued, at the end of this event-loop turn."""
-        if self._pending and not self._flush_due:
+    def _wait_for_the_background(self) -> None:
+        if not self._background_waits:
+            self._background_waits = True
+            worker_wait.at_next_moment(self._background_moment)
+
+    def _background_moment(self) -> None:
+        self._background_waits = False
+        if self._background and not self._background_due:
+            self._background_due = True
+            self._schedule_flush(asyncio.get_running_loop())
+
+    def _schedule_flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._flush_due:
             self._flush_due = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_due = False
-        batch = [(command, reply) for command, reply in self._pending if not reply.cancelled()]
-        self._pending = []
+        queued, self._pending = self._pending, []
+        if self._background_due:
+            self._background_due = False
+            queued, self._background = self._background + queued, []
+        batch = [(command, reply) for command, reply in queued if not reply.cancelled()]
         if batch:
             self._send(batch)
 

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from foundation import worker_wait
+
 # Below uvicorn's 5 s keep-alive (vLLM's server): a connection idle for longer may be one the
 # worker is closing, and a request written into it would fail for no fault of the worker.
 KEEPALIVE_S = 4.0
@@ -358,6 +360,7 @@ async def post(
     connection = await _pool().connection(origin, connect_timeout)
     try:
         connection.send(head, body)
+        worker_wait.waiting_on_worker()  # bookkeeping may run now, the worker has the call
         await connection.head()
     except BaseException:
         connection.close()

@@ -108,7 +108,7 @@ def test_a_replys_billing_waits_until_the_reply_has_gone_out():
         seen.append("billed")
 
     async def view(after_sent: list[AfterReply]) -> None:
-        after_sent.append(AfterReply(billed()))
+        after_sent.append(AfterReply(billed))
         await asyncio.sleep(0.05)  # the billing's task has had many turns of the loop
         seen.append("replied")
 
@@ -124,7 +124,7 @@ def test_a_client_that_leaves_cancels_the_view_and_its_billing_still_runs():
         seen.append("billed")
 
     async def view(after_sent: list[AfterReply]) -> None:
-        after_sent.append(AfterReply(billed()))
+        after_sent.append(AfterReply(billed))
         try:
             await asyncio.sleep(10)  # the worker still generating
         except asyncio.CancelledError:
@@ -148,7 +148,7 @@ def test_a_client_that_leaves_after_its_reply_cancels_nothing():
         seen.append("billed")
 
     async def view(after_sent: list[AfterReply]) -> None:
-        after_sent.append(AfterReply(billed()))
+        after_sent.append(AfterReply(billed))
         seen.append("replied")
 
     asyncio.run(asyncio.wait_for(_respond(view, client_leaves_after_s=0.01), 5))

@@ -8,6 +8,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from foundation import worker_wait
 from foundation.lua import LuaScript
 from foundation.redis_batch import CommandBatcher
 
@@ -225,18 +226,29 @@ def test_a_script_runs_in_order_with_the_commands_behind_it_on_a_redis_that_forg
 
 
 @pytest.mark.live
-def test_held_commands_wait_for_send_held_or_the_next_command_and_run_before_it(redis_url):
-    async def scenario(batch: CountingBatcher) -> list[Any]:
-        with batch.holding():
-            held = batch.submit("SET", "kept", "1")
-        await asyncio.sleep(0.05)  # several loop turns: nothing sent on its account
-        unsent = (batch.pipelines, held.done())
-        batch.send_held()
-        await held
-        sent_alone = batch.pipelines
-        with batch.holding():
-            batch.submit("SET", "kept", "2")
-        after = await batch.execute("GET", "kept")  # carries the held SET, behind it
-        return [unsent, sent_alone, after, batch.pipelines]
+def test_background_commands_wait_for_a_worker_call_while_others_go_ahead(redis_url, monkeypatch):
+    monkeypatch.setattr(worker_wait, "DEADLINE_S", 60.0)  # only the worker call
 
-    assert _run(redis_url, scenario) == [(0, False), 1, "2", 2]
+    async def scenario(batch: CountingBatcher) -> list[Any]:
+        with batch.in_background():
+            first = batch.submit("SET", "kept", "1")
+            second = batch.submit("SET", "kept", "2")  # in order among themselves
+        ahead = await batch.execute("GET", "kept")  # goes without them
+        await asyncio.sleep(0.05)  # several loop turns: nothing sent on their account
+        unsent = (batch.pipelines, first.done(), second.done())
+        worker_wait.waiting_on_worker()
+        await second
+        return [ahead, unsent, await batch.execute("GET", "kept"), batch.pipelines]
+
+    assert _run(redis_url, scenario) == [None, (1, False, False), "2", 3]
+
+
+@pytest.mark.live
+def test_background_commands_go_out_by_their_deadline_without_a_worker_call(redis_url):
+    async def scenario(batch: CountingBatcher) -> list[Any]:
+        with batch.in_background():
+            reply = batch.submit("SET", "kept", "1")
+        async with asyncio.timeout(5):  # worker_wait.DEADLINE_S is 10 ms
+            return [await reply, await batch.execute("GET", "kept")]
+
+    assert _run(redis_url, scenario) == ["OK", "1"]

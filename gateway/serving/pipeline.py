@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from caching import cache_plan
 from caching.exact import CacheDirectives
 from gateway.accounts.authentication import check_model_allowed
+from gateway.serving import settlement
 from gateway.serving.admission import (
     Credential,
     check_content_accepted,
@@ -103,6 +104,7 @@ async def open_completion(
             looking.drop()
             raise
     completion = Completion(request_id, chat, target, reservation, received_at=received_at)
+    settlement.admitted()  # settled exactly once from here on
     completion.on_hold = on_hold
     try:  # from here on, whatever happens (a client gone mid-embedding too) is settled
         completion.cache = await looking.result()  # 3 exact cache, 4 semantic cache

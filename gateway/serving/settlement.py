@@ -8,27 +8,28 @@ event-loop turn: the two travel side by side, so a miss settles in the time of o
 trip, and a slow or dead cache Redis can never delay or lose billing (each has its own
 connection, and the cache's failures are logged, never raised).
 
-A non-streamed API reply does not wait for either (AfterReply): both go out once the reply
-has. The caches' commands are queued in their batch before the reply, held until it is
-out, so whatever this process looks up afterwards (an identical question asked again at
-once, a false-hit report) runs after them on the same connection. Another process, or a
-reader on another connection (the dashboard), sees them a round trip after the reply.
+A non-streamed API reply does not wait for any of it (AfterReply): it is settled once the
+reply is out, when a request of this process has next called its worker, or a few ms
+after the reply (foundation/worker_wait.py). A lookup this process makes meanwhile of what
+the settlement writes has it go at once and queues behind its commands (the same request
+asked again at once, a question in the same context, a false-hit report:
+caching/pending_stores.py): it finds the reply kept. Another process, or a reader on
+another connection (the dashboard), sees them a few ms after the reply.
 """
 
 import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
-from contextlib import nullcontext
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from caching import exact, responses
+from caching import exact, pending_stores, responses
 from caching.semantic_keys import SemanticSlot
-from foundation import held_tasks, metrics
+from foundation import held_tasks, metrics, worker_wait
 from foundation.redis_batch import in_order
-from foundation.redis_clients import REDIS_FAILURES, async_cache_redis_batch, async_redis_batch
+from foundation.redis_clients import REDIS_FAILURES, async_redis_batch
 from gateway.accounts.quotas import (
     AdmissionUnavailable,
     Reservation,
@@ -45,13 +46,78 @@ logger = logging.getLogger(__name__)
 REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
+# Admitted requests of this process whose settlement has not begun (the pipeline counts
+# each in, settle() out). A reply settled while no other is in flight waits for the next
+# worker call (AfterReply): the process is otherwise idle, and a request that arrives next
+# is spared the work. One settled beside others goes at once, its round trips in the same
+# batches as theirs: under load every request's work overlaps anyway, and waiting split
+# the batches (6 to 15% more gateway CPU per request at c=64, docs/benchmarks.md).
+_unsettled = 0
+
+
+def admitted() -> None:
+    global _unsettled
+    _unsettled += 1
+
+
 async def settle(run: "Completion") -> None:
+    """Settle now, or (a non-streamed API reply: run.settle_after_reply) once the reply is
+    out, as run.after_reply, which the adapter releases and awaits after sending."""
+    global _unsettled
+    _unsettled -= 1
+    ended_at = time.monotonic()
+    if not run.settle_after_reply or run.status == "cancelled":
+        await _settle(run, ended_at)
+        return
+    # A lookup of what the settlement writes, made before it is sent, has it go at once and
+    # waits for it (caching/pending_stores.py): a client asking again finds the reply kept.
+    keys = _written_keys(run)
+    pending = pending_stores.register(*keys) if keys else None
+    at_next_worker_call = _unsettled <= 0
+    run.after_reply = AfterReply(
+        lambda: _settle(run, ended_at, pending), pending, at_next_worker_call
+    )
+
+
+def _written_keys(run: "Completion") -> tuple[str, ...]:
+    """What the caches' part of the settlement writes that this process may look up: the
+    entries of a kept reply (the exact key, the context's vector set), the note of which
+    entries answered (responses.served_key) and a semantic hit's note for a re-ask of its
+    request (under its exact key)."""
+    plan = run.cache
+    if plan.key is None and plan.hit is None:
+        return ()  # the caches never considered it
+    keys = [responses.served_key(run.request_id)]
+    if plan.key is not None:
+        keys.append(plan.key)
+    if plan.reask_key is not None:
+        keys.append(plan.reask_key)
+    if plan.slot is not None and _keeps_reply(run):
+        keys.append(plan.slot.set_key)
+    return tuple(keys)
+
+
+async def _settle(
+    run: "Completion", ended_at: float, pending: pending_stores.PendingStore | None = None
+) -> None:
+    """pending: the cache writes lookups may wait for, told when they are in the batch,
+    and when they are answered."""
+    try:
+        await _settle_sent(run, ended_at, pending)
+    finally:
+        if pending is not None:
+            pending.done()
+
+
+async def _settle_sent(
+    run: "Completion", ended_at: float, pending: pending_stores.PendingStore | None
+) -> None:
     prompt, completion = await run.billed_tokens()
     cost = run.cost_micros = run.deployment.cost_micros(
         prompt, completion, bool(run.reservation.batch_id), run.cached_prompt_tokens(), run.on_spot
     )
-    _observe_metrics(run, prompt, completion)
-    event = _usage_event(run, prompt, completion, cost)
+    _observe_metrics(run, prompt, completion, ended_at)
+    event = _usage_event(run, prompt, completion, cost, ended_at)
     charge = bill(run.reservation, prompt + completion, cost, event)
     # Every request is in the usage ledger; the log tells the ones that did not end well
     # (a line per completed request costs measurable CPU at thousands a second).
@@ -68,7 +134,6 @@ async def settle(run: "Completion") -> None:
         run.status,
     )
     cache_part: Awaitable[None] | None = None
-    after_reply = run.settle_after_reply and run.status != "cancelled"
     if run.cache.key is None and run.cache.hit is None:
         # The caches never considered it (a sampled request): nothing to count or keep
         # there, and no task each for gather() to make.
@@ -77,60 +142,63 @@ async def settle(run: "Completion") -> None:
         # Its commands are queued in the cache Redis batch from here on: a client that
         # asks again at once, in this process, finds the reply kept and its hit counted.
         slot = await responses.keeping_slot(run.cache) if _keeps_reply(run) else None
-        batch = async_cache_redis_batch()
-        with batch.holding() if after_reply else nullcontext():
-            cache_part = _send_cache_part(run, slot)
-    if after_reply:
-        # Finished once the reply is out, awaited by the adapter then
-        # (gateway/api_handler.py). A client that left gets no reply: its settlement is
-        # awaited here, as any other's.
-        run.after_reply = AfterReply(charge, cache_part)
-    elif cache_part is None:
+        cache_part = _send_cache_part(run, slot)
+    if pending is not None:
+        pending.in_batch()
+    if cache_part is None:
         await charge
     else:
         await asyncio.gather(charge, cache_part)  # billing's round trip beside the caches'
 
 
 class AfterReply:
-    """A non-streamed reply's settlement, finished after the reply has gone out. It is a
-    task from the start, so nothing drops it. Its round trips go out once it is told the
-    reply is out (reply_sent), or after REPLY_WAIT_S if no one tells it: the caches'
-    commands were queued in their batch, held (foundation/redis_batch.py), so a lookup
-    made after them still runs after them; billing's are sent then. On a shared core,
-    Redis woken before the reply runs its scripts ahead of it: the billing cost a lone
-    request 60 to 160 us that way, the caches' store with its two GDSF scripts about
-    1.4 ms when the reply waited for its answers."""
+    """A non-streamed reply's settlement, all of it after the reply has gone out (its
+    usage counted, its cost, billing, the caches' count and store). It is a task from the
+    start, so nothing drops it. Once told the reply is out (reply_sent), it waits, if no
+    other request is in flight (_unsettled), for the next moment a request of this process
+    has called its worker, a few ms at the latest (foundation/worker_wait.py); it goes at
+    once when a lookup needs its writes (pending); after REPLY_WAIT_S if no one tells it.
+    On a shared core, work done before the reply delays it (the settlement was a fifth of
+    a temperature-0 miss's gateway CPU, the caches' store with its probe vector most of
+    it), and work done right after it, with Redis woken for its scripts, lands in the CPU
+    burst of the next request of a client that asks again at once; at the worker call, it
+    runs while that request waits."""
 
     REPLY_WAIT_S = 5.0
 
-    def __init__(self, charge: Awaitable[None], cache_part: Awaitable[None] | None = None) -> None:
-        self._sent = asyncio.Event()
-        self._holding_cache = cache_part is not None
-        self.task = in_background(self._after_reply(charge, cache_part))
+    def __init__(
+        self,
+        work: Callable[[], Awaitable[None]],
+        pending: pending_stores.PendingStore | None = None,
+        at_next_worker_call: bool = True,
+    ) -> None:
+        """at_next_worker_call: False to go as soon as the reply is out."""
+        self._go: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._at_next_worker_call = at_next_worker_call
+        if pending is not None:  # a lookup that needs its writes does not wait for the reply
+            pending.when_wanted = self._release
+        self.task = in_background(self._after_reply(work))
 
     def reply_sent(self) -> None:
-        self._send_held()
-        self._sent.set()
+        if self._at_next_worker_call:
+            worker_wait.at_next_moment(self._release)
+        else:
+            self._release()
 
-    def _send_held(self) -> None:
-        if self._holding_cache:
-            self._holding_cache = False
-            async_cache_redis_batch().send_held()
+    def _release(self) -> None:
+        if not self._go.done():
+            self._go.set_result(None)
 
-    async def _after_reply(
-        self, charge: Awaitable[None], cache_part: Awaitable[None] | None
-    ) -> None:
+    async def _after_reply(self, work: Callable[[], Awaitable[None]]) -> None:
         try:
             async with asyncio.timeout(self.REPLY_WAIT_S):
-                await self._sent.wait()
+                await self._go
         except TimeoutError:
             pass  # a reply that never reached an API handler (a test's client, say)
         except asyncio.CancelledError:
-            self._send_held()
-            await in_order(charge, cache_part)  # the process is stopping: settle now
+            await work()  # the process is stopping: settle now
             raise
-        self._send_held()
-        await in_order(charge, cache_part)
+        await work()
 
 
 def in_background(work: Awaitable[None]) -> "asyncio.Task[None]":
@@ -207,16 +275,18 @@ async def _outcome(reply: "asyncio.Future[object]") -> object:
         return exc
 
 
-def _observe_metrics(run: "Completion", prompt: int, completion: int) -> None:
+def _observe_metrics(run: "Completion", prompt: int, completion: int, ended_at: float) -> None:
     model = run.deployment.name
-    metrics.labelled(metrics.latency, model).observe(time.monotonic() - run.started_at)
+    metrics.labelled(metrics.latency, model).observe(ended_at - run.started_at)
     if run.ttft_s is not None:
         metrics.labelled(metrics.ttft, model).observe(run.ttft_s)
     metrics.labelled(metrics.tokens, model, "prompt").inc(prompt)
     metrics.labelled(metrics.tokens, model, "completion").inc(completion)
 
 
-def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> UsageEvent:
+def _usage_event(
+    run: "Completion", prompt: int, completion: int, cost: int, ended_at: float
+) -> UsageEvent:
     return UsageEvent(
         request_id=run.request_id,
         team_id=run.reservation.team_id,
@@ -225,7 +295,7 @@ def _usage_event(run: "Completion", prompt: int, completion: int, cost: int) -> 
         prompt_tokens=prompt,
         completion_tokens=completion,
         status=run.status,
-        latency_ms=int((time.monotonic() - run.started_at) * 1000),
+        latency_ms=int((ended_at - run.started_at) * 1000),
         ttft_ms=None if run.ttft_s is None else int(run.ttft_s * 1000),
         worker=run.worker_url,
         cost_micros=cost,
