@@ -88,10 +88,10 @@ class Completion:
         self.ttft_s: float | None = None
         self.status = "cancelled"  # until the stream ends one way or the other
         self.settled = False
-        # Set by an adapter that sends its whole reply at once: settlement's round trips
-        # (billing's to the primary Redis, the caches') then end after the reply is out, as
-        # `after_reply`, which the adapter releases and awaits after sending (a client that
-        # left, or a view that failed, gets no reply: settled before the view returns).
+        # Set by an adapter that sends its whole reply at once: the settlement (billing, the
+        # caches' count and store) then runs after the reply is out, as `after_reply`,
+        # which the adapter releases and awaits after sending (a client that left, or a
+        # view that failed, gets no reply: settled before the view returns).
         # The quota was reserved at admission, so for a moment the team's next request
         # sees the reservation where the usage will be.
         self.settle_after_reply = False
@@ -177,8 +177,8 @@ class Completion:
 
     async def _learn_from_reask(self, exact_key: str) -> None:
         """Compare with an earlier hit for this request (audit.learn_from_reask), once a
-        non-streamed reply's settlement is done, which is after the reply went out: its
-        Redis commands would otherwise send the held ones ahead of the reply."""
+        non-streamed reply's settlement is done, which is after the reply went out: the
+        comparison's Redis commands would otherwise run before the reply's own."""
         if self.after_reply is not None:
             await asyncio.wait([self.after_reply.task])
         await audit.learn_from_reask(self.request_id, exact_key, self.reply.text)
