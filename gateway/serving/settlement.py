@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -46,25 +47,33 @@ logger = logging.getLogger(__name__)
 REQUEUE_PAUSES_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
-# Admitted requests of this process whose settlement has not begun (the pipeline counts
-# each in, settle() out). A reply settled while no other is in flight waits for the next
-# worker call (AfterReply): the process is otherwise idle, and a request that arrives next
-# is spared the work. One settled beside others goes at once, its round trips in the same
-# batches as theirs: under load every request's work overlaps anyway, and waiting split
-# the batches (6 to 15% more gateway CPU per request at c=64, docs/benchmarks.md).
-_unsettled = 0
+# Admitted requests of each event loop whose settlement has not begun (the pipeline counts
+# each in, settle() out; a loop runs in one thread, so no lock). A reply settled while no
+# other is in flight waits for the next worker call (AfterReply): the process is otherwise
+# idle, and a request that arrives next is spared the work. One settled beside others goes
+# at once, its round trips in the same batches as theirs: under load every request's work
+# overlaps anyway, and waiting split the batches (6 to 15% more gateway CPU per request at
+# c=64, docs/benchmarks.md).
+_unsettled: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def admitted() -> None:
-    global _unsettled
-    _unsettled += 1
+    loop = asyncio.get_running_loop()
+    _unsettled[loop] = _unsettled.get(loop, 0) + 1
+
+
+def in_flight() -> int:
+    """Admitted requests of the running loop, not yet settling."""
+    return _unsettled.get(asyncio.get_running_loop(), 0)
 
 
 async def settle(run: "Completion") -> None:
     """Settle now, or (a non-streamed API reply: run.settle_after_reply) once the reply is
     out, as run.after_reply, which the adapter releases and awaits after sending."""
-    global _unsettled
-    _unsettled -= 1
+    loop = asyncio.get_running_loop()
+    _unsettled[loop] = _unsettled.get(loop, 0) - 1
     ended_at = time.monotonic()
     if not run.settle_after_reply or run.status == "cancelled":
         await _settle(run, ended_at)
@@ -73,7 +82,7 @@ async def settle(run: "Completion") -> None:
     # waits for it (caching/pending_stores.py): a client asking again finds the reply kept.
     keys = _written_keys(run)
     pending = pending_stores.register(*keys) if keys else None
-    at_next_worker_call = _unsettled <= 0
+    at_next_worker_call = in_flight() <= 0
     run.after_reply = AfterReply(
         lambda: _settle(run, ended_at, pending), pending, at_next_worker_call
     )
@@ -155,7 +164,7 @@ class AfterReply:
     """A non-streamed reply's settlement, all of it after the reply has gone out (its
     usage counted, its cost, billing, the caches' count and store). It is a task from the
     start, so nothing drops it. Once told the reply is out (reply_sent), it waits, if no
-    other request is in flight (_unsettled), for the next moment a request of this process
+    other request is in flight (in_flight), for the next moment a request of this process
     has called its worker, a few ms at the latest (foundation/worker_wait.py); it goes at
     once when a lookup needs its writes (pending); after REPLY_WAIT_S if no one tells it.
     On a shared core, work done before the reply delays it (the settlement was a fifth of
