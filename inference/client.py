@@ -105,8 +105,7 @@ async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, N
     pending = b""
     while True:
         try:
-            async with asyncio.timeout(idle):  # no task per read
-                data = await response.read()
+            data = await response.read(idle)
         except TimeoutError:
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
         if not data:

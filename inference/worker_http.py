@@ -10,7 +10,8 @@ or compression (no Accept-Encoding is sent). Responses are parsed by httptools, 
 uvicorn serves with (chunked bodies included).
 
 Timeouts are the callers' (`asyncio.timeout` around the call), except connecting, which
-has its own so that a worker that does not answer is told apart from a slow first token.
+has its own so that a worker that does not answer is told apart from a slow first token,
+and the gaps in a streamed body (`read(idle_timeout_s)`), timed per read.
 """
 
 import asyncio
@@ -171,13 +172,13 @@ class _Connection(asyncio.Protocol):
         while not self._head_done:
             await self._wait()
 
-    async def read(self) -> bytes:
+    async def read(self, idle_timeout_s: float | None = None) -> bytes:
         """What has arrived of the body since the last read (waiting for something), or
-        b"" at its end."""
+        b"" at its end; TimeoutError if nothing arrives for idle_timeout_s."""
         while not self._body:
             if self._complete:
                 return b""
-            await self._wait()
+            await self._wait(idle_timeout_s)
         data = self._body.popleft() if len(self._body) == 1 else b"".join(self._body)
         self._body.clear()
         if self._buffered > PAUSE_READING_AT and self.transport is not None:
@@ -185,14 +186,19 @@ class _Connection(asyncio.Protocol):
         self._buffered = 0
         return data
 
-    async def _wait(self) -> None:
+    async def _wait(self, timeout_s: float | None = None) -> None:
         if self._error is not None:
             raise self._error
-        self._waiter = self._loop.create_future()
+        waiter = self._waiter = self._loop.create_future()
+        # A timer per wait, not asyncio.timeout() around it: that cost 6 us a read, a fifth
+        # of the gateway's CPU for each chunk a worker streams (docs/benchmarks.md).
+        timer = None if timeout_s is None else self._loop.call_later(timeout_s, _expire, waiter)
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
         if self._error is not None and not self._body:
             raise self._error
 
@@ -240,6 +246,11 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+def _expire(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class WorkerResponse:
     """A worker's answer: its status at once, its body as it arrives. End it with
     `release()` (body read to its end: the connection is kept) or `close()` (anything else;
@@ -252,11 +263,12 @@ class WorkerResponse:
         self._connection: _Connection | None = connection
         self.status = connection.status
 
-    async def read(self) -> bytes:
-        """What has arrived of the body since the last read, or b"" at its end."""
+    async def read(self, idle_timeout_s: float | None = None) -> bytes:
+        """What has arrived of the body since the last read, or b"" at its end;
+        TimeoutError if nothing arrives for idle_timeout_s."""
         if self._connection is None:
             raise ConnectionError("this answer was already ended")
-        return await self._connection.read()
+        return await self._connection.read(idle_timeout_s)
 
     async def read_all(self, limit: int) -> bytes:
         """The whole body (at most `limit` bytes); the connection is kept for the next."""

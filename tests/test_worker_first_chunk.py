@@ -3,6 +3,7 @@ the idle timeout, which is for the gaps after it), and a stream that fails befor
 failure another worker may still answer."""
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -66,3 +67,50 @@ def test_a_stream_closed_before_its_first_chunk_may_be_retried_elsewhere(setting
 
     failed = against(closes_at_once)
     assert isinstance(failed, UpstreamError) and failed.before_first_token
+
+
+def test_a_worker_that_stops_mid_stream_fails_its_reader_after_the_idle_timeout(settings):
+    """Gaps shorter than the idle timeout are waited out, chunk after chunk; a longer one
+    ends the stream with a failure no other worker may take over (the client has text)."""
+    settings.UPSTREAM_IDLE_TIMEOUT_S = 0.2
+    settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S = 5
+
+    async def stalls(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for _ in range(4):
+            await response.write(CHUNK)
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(3)  # then nothing, the connection still open
+        return response
+
+    async def scenario() -> tuple[int, BaseException | None, float]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", stalls)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        read, failure, last_chunk_at = 0, None, 0.0
+        try:
+            response, _, chunks = await _open(
+                f"http://127.0.0.1:{port}", {"model": "m"}, "/v1/chat/completions", None
+            )
+            read, last_chunk_at = 1, time.monotonic()
+            try:
+                async for _ in chunks:
+                    read, last_chunk_at = read + 1, time.monotonic()
+            except UpstreamError as exc:
+                failure = exc
+            response.close()
+            return read, failure, time.monotonic() - last_chunk_at
+        finally:
+            await close_http_session()
+            await runner.cleanup()
+
+    read, failure, waited_s = asyncio.run(scenario())
+    assert read == 4
+    assert isinstance(failure, UpstreamError) and "idle timeout" in str(failure)
+    assert not failure.retryable
+    assert waited_s < 2.0  # the timeout ended it, not the worker
