@@ -102,6 +102,7 @@ async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, N
     # or a queue on the worker, can outlast the idle timeout); the idle timeout is for the
     # gaps after it.
     idle: float | None = None
+    idle_after_first = settings.UPSTREAM_IDLE_TIMEOUT_S  # once: a setting read is a lookup
     pending = b""
     while True:
         try:
@@ -110,7 +111,7 @@ async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, N
             raise UpstreamError("worker stopped sending (idle timeout)", url, False) from None
         if not data:
             raise UpstreamError("worker closed the stream before [DONE]", url, False)
-        idle = settings.UPSTREAM_IDLE_TIMEOUT_S
+        idle = idle_after_first
         lines = (pending + data).split(b"\n") if pending else data.split(b"\n")
         pending = lines.pop()  # the part after the last newline: an unfinished line
         if len(pending) > MAX_EVENT_BYTES:

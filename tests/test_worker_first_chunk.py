@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from inference.client import UpstreamError, _open, close_http_session
+from inference.client import UpstreamError, _open, close_http_session, stream_from_worker
 
 pytestmark = pytest.mark.unit
 CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
@@ -114,3 +114,44 @@ def test_a_worker_that_stops_mid_stream_fails_its_reader_after_the_idle_timeout(
     assert isinstance(failure, UpstreamError) and "idle timeout" in str(failure)
     assert not failure.retryable
     assert waited_s < 2.0  # the timeout ended it, not the worker
+
+
+def test_a_kept_alive_connection_times_no_first_chunk_by_its_last_streams_idle_timeout(settings):
+    """The idle timeout is checked per connection, not per read: after a stream that used
+    it, the next request on the same connection may still wait longer for its first chunk."""
+    settings.UPSTREAM_IDLE_TIMEOUT_S = 0.2
+    settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S = 5
+    served: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        served.append(request.transport.get_extra_info("peername")[1])  # type: ignore[union-attr]
+        if len(served) == 2:
+            await asyncio.sleep(0.6)  # a slow prefill, three idle timeouts long
+        for _ in range(3):
+            await response.write(CHUNK)
+            await asyncio.sleep(0.05)
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def scenario() -> list[int]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}"
+        try:
+            return [
+                len([chunk async for chunk in stream_from_worker(url, "m", {"messages": []})])
+                for _ in range(2)
+            ]
+        finally:
+            await close_http_session()
+            await runner.cleanup()
+
+    assert asyncio.run(scenario()) == [3, 3]
+    assert served[0] == served[1]  # one connection, kept alive
