@@ -33,6 +33,7 @@ from foundation import worker_wait
 KEEPALIVE_S = 4.0
 MAX_IDLE_PER_ORIGIN = 512
 PAUSE_READING_AT = 1 << 20  # bytes buffered from a worker whose body is not being read
+TIMER_RESOLUTION_S = 0.001  # uvloop's (libuv's) clock, in milliseconds
 
 
 class ProtocolError(Exception):
@@ -97,6 +98,7 @@ class _Connection(asyncio.Protocol):
         self._idle_timeout: float | None = None
         self._waiting_since = 0.0
         self._idle_check: asyncio.TimerHandle | None = None
+        self._idle_check_due = 0.0
         self._parser = httptools.HttpResponseParser(self)
         self._loop = asyncio.get_running_loop()
         self._reset()
@@ -200,8 +202,8 @@ class _Connection(asyncio.Protocol):
         self._idle_timeout = timeout_s
         if timeout_s is not None:
             self._waiting_since = now = self._loop.time()
-            if self._idle_check is None:
-                self._idle_check = self._loop.call_at(now + timeout_s, self._check_idle)
+            if self._idle_check is None or self._idle_check_due > now + timeout_s:
+                self._arm_idle_check(now + timeout_s)
         self._waiter = self._loop.create_future()
         try:
             await self._waiter
@@ -216,10 +218,14 @@ class _Connection(asyncio.Protocol):
         if waiter is None or waiter.done() or timeout is None:
             return  # no read waiting with a timeout: the next one arms the check again
         due = self._waiting_since + timeout
-        if self._loop.time() >= due:
+        if self._loop.time() >= due - TIMER_RESOLUTION_S:  # timers may run early by this
             waiter.set_exception(TimeoutError())
         else:
-            self._idle_check = self._loop.call_at(due, self._check_idle)
+            self._arm_idle_check(due)
+
+    def _arm_idle_check(self, due: float) -> None:
+        self._stop_idle_check()
+        self._idle_check, self._idle_check_due = self._loop.call_at(due, self._check_idle), due
 
     def _stop_idle_check(self) -> None:
         if self._idle_check is not None:
