@@ -11,7 +11,8 @@ uvicorn serves with (chunked bodies included).
 
 Timeouts are the callers' (`asyncio.timeout` around the call), except connecting, which
 has its own so that a worker that does not answer is told apart from a slow first token,
-and the gaps in a streamed body (`read(idle_timeout_s)`), timed per read.
+and the gaps in a streamed body (`read(idle_timeout_s)`: one check per connection, not a
+timer per read, since every token of every reply is a read).
 """
 
 import asyncio

@@ -4,7 +4,8 @@ failure another worker may still answer."""
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -16,29 +17,38 @@ pytestmark = pytest.mark.unit
 CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
 
 
-def against(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Any:
-    """_open against a one-route server answering with `handler`: its first chunk, or the
-    exception it raised."""
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def worker(handler: Handler) -> AsyncIterator[str]:
+    """A one-route server answering chat completions with `handler`; its URL."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await close_http_session()
+        await runner.cleanup()
+
+
+def against(handler: Handler) -> Any:
+    """_open against a worker answering with `handler`: its first chunk, or the exception
+    it raised."""
 
     async def scenario() -> Any:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            response, first, _ = await _open(
-                f"http://127.0.0.1:{port}", {"model": "m"}, "/v1/chat/completions", None
-            )
+        async with worker(handler) as url:
+            try:
+                response, first, _ = await _open(url, {"model": "m"}, "/v1/chat/completions", None)
+            except UpstreamError as exc:
+                return exc
             response.close()
             return first
-        except UpstreamError as exc:
-            return exc
-        finally:
-            await close_http_session()
-            await runner.cleanup()
 
     return asyncio.run(scenario())
 
@@ -85,29 +95,17 @@ def test_a_worker_that_stops_mid_stream_fails_its_reader_after_the_idle_timeout(
         return response
 
     async def scenario() -> tuple[int, BaseException | None, float]:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", stalls)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        read, failure, last_chunk_at = 0, None, 0.0
-        try:
-            response, _, chunks = await _open(
-                f"http://127.0.0.1:{port}", {"model": "m"}, "/v1/chat/completions", None
-            )
+        read, failure, waited_s = 0, None, 0.0
+        async with worker(stalls) as url:
+            response, _, chunks = await _open(url, {"model": "m"}, "/v1/chat/completions", None)
             read, last_chunk_at = 1, time.monotonic()
             try:
                 async for _ in chunks:
                     read, last_chunk_at = read + 1, time.monotonic()
             except UpstreamError as exc:
-                failure = exc
+                failure, waited_s = exc, time.monotonic() - last_chunk_at
             response.close()
-            return read, failure, time.monotonic() - last_chunk_at
-        finally:
-            await close_http_session()
-            await runner.cleanup()
+        return read, failure, waited_s
 
     read, failure, waited_s = asyncio.run(scenario())
     assert read == 4
@@ -136,22 +134,11 @@ def test_a_kept_alive_connection_times_no_first_chunk_by_its_last_streams_idle_t
         return response
 
     async def scenario() -> list[int]:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        url = f"http://127.0.0.1:{port}"
-        try:
+        async with worker(handler) as url:
             return [
                 len([chunk async for chunk in stream_from_worker(url, "m", {"messages": []})])
                 for _ in range(2)
             ]
-        finally:
-            await close_http_session()
-            await runner.cleanup()
 
     assert asyncio.run(scenario()) == [3, 3]
     assert served[0] == served[1]  # one connection, kept alive
