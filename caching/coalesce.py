@@ -9,6 +9,11 @@ The upstream is pulled by a task of its own, not by the first caller: if that ca
 away the others still get the whole reply. When the last reader leaves, the task is
 cancelled, which cancels the worker's request, as for any abandoned request.
 
+A request the client does not stream asks its worker for the whole reply at once
+(inference/client.py), which has no first chunk before its end: a stream would wait for it
+all, so a stream never joins one. Such a request joins a running stream, though, since it
+waits for the end anyway; only when none runs does it start a whole reply of its own.
+
 Scope: one gateway process (one event loop). With GATEWAY_PROCESSES=N, identical requests
 spread over N processes cause at most N generations; the exact cache catches what comes
 after the first finishes.
@@ -92,12 +97,17 @@ class Coalescer:
         self._running: dict[str, SharedGeneration] = {}
 
     def join(
-        self, key: str, start: Callable[[], AsyncGenerator[Item, None]]
+        self,
+        key: str,
+        start: Callable[[], AsyncGenerator[Item, None]],
+        or_join: str | None = None,
     ) -> tuple[SharedGeneration, bool]:
-        """The generation running for key, or a new one from start(); True if new."""
-        running = self._running.get(key)
-        if running is not None and not running.done:
-            return running, False
+        """The generation running for key (else for or_join), or a new one from start(),
+        kept under key; True if new."""
+        for wanted in (key, or_join):
+            running = self._running.get(wanted) if wanted is not None else None
+            if running is not None and not running.done:
+                return running, False
         shared = SharedGeneration(key, start(), self._running)
         self._running[key] = shared
         return shared, True

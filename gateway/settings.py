@@ -360,6 +360,10 @@ if GATEWAY_DRAIN_TIMEOUT_S < 0:
 UPSTREAM_CONNECT_TIMEOUT_S = env_float("UPSTREAM_CONNECT_TIMEOUT_S", 2.0)
 UPSTREAM_FIRST_TOKEN_TIMEOUT_S = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT_S", 60.0)
 UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)
+# A non-streamed request is asked of its worker non-streamed (inference/client.py): its
+# whole reply comes at once, so the worker gets this long for all of it (the OpenAI
+# client's own default), where a stream's first token and gaps have the two above.
+UPSTREAM_REPLY_TIMEOUT_S = env_float("UPSTREAM_REPLY_TIMEOUT_S", 600.0)
 UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
 QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
 # How long a request for a deployment scaled to zero (autoscale policy min_replicas 0) waits

@@ -1,7 +1,8 @@
 """Stream chat completions from vLLM workers over keep-alive connections per event loop
-(inference/worker_http.py).
+(inference/worker_http.py), or, for a request the client does not stream, ask for the
+whole reply (`whole_from_worker`).
 
-Timeouts: connect, first token, and idle between chunks. A failure before the first
+A stream's timeouts: connect, first token, and idle between chunks. A failure before the first
 token is retried on another worker (nothing has reached the client yet); a failure after
 it is reported, never retried, since a second generation would not continue the first.
 Closing the stream (client gone, generator closed) closes the upstream connection, and
@@ -19,6 +20,7 @@ from django.conf import settings
 from foundation.json_bytes import json_bytes
 from inference import worker_http
 from inference.chat_request import CHAT_PATH, TEXT_PATH
+from inference.reply import as_one_chunk
 from inference.text_completion import as_chat_chunk
 from inference.worker_http import ProtocolError, WorkerResponse
 
@@ -195,6 +197,57 @@ async def stream_from_worker(
             response.release()  # back to the pool: no new TCP connection per request
         else:
             response.close()  # mid-stream: drops the connection, so vLLM aborts the request
+
+
+# A whole reply: every choice's message with its logprobs (n choices, KBs of logprobs a token).
+MAX_WHOLE_REPLY_BYTES = 64 * 1024 * 1024
+
+
+async def whole_from_worker(
+    url: str,
+    upstream_model: str,
+    body: dict[str, Any],
+    path: str = CHAT_PATH,
+    headers: dict[str, str] | None = None,
+) -> AsyncGenerator[Chunk, None]:
+    """Ask one worker for a whole reply, not a stream, and yield it as one chunk (a text
+    completion's too, as a chat chunk): what a request the client did not stream is asked.
+
+    A streamed reply costs this process tens of microseconds of CPU per token in reads,
+    parsing and chunk handling (docs/scaling.md, "Tokens relayed"), and the worker its
+    SSE per token; a whole reply costs one read and one parse. What it gives up: there is
+    no first token to time or to bound, so the worker gets UPSTREAM_REPLY_TIMEOUT_S for all
+    of it, and a failure is retried on another worker whenever it comes (nothing has
+    reached the client) except that timeout (the worker may have generated all along)."""
+    payload = {key: value for key, value in body.items() if key != "stream_options"}
+    payload.update(model=upstream_model, stream=False)  # vLLM refuses stream_options here
+    response = None
+    try:
+        async with asyncio.timeout(settings.UPSTREAM_REPLY_TIMEOUT_S):
+            response = await post_json(url, path, payload, headers)
+            if response.status != 200:
+                detail = await error_detail(response)
+                raise UpstreamError(
+                    f"worker answered {response.status}: {detail}",
+                    url,
+                    True,
+                    status=response.status,
+                )
+            raw = await response.read_all(MAX_WHOLE_REPLY_BYTES)  # released to the pool
+        reply = orjson.loads(raw)
+    except BaseException as exc:
+        if response is not None:
+            response.close()  # a no-op once read; else drops it, so vLLM aborts the request
+        if isinstance(exc, UpstreamError):
+            raise
+        if isinstance(exc, TimeoutError):
+            raise UpstreamError("no whole reply in time", url, False) from None
+        if isinstance(exc, TRANSPORT_ERRORS):
+            raise UpstreamError(f"worker failed before its reply: {exc!r}", url, True) from exc
+        raise
+    if not isinstance(reply, dict):
+        raise UpstreamError("worker's reply is not a JSON object", url, True)
+    yield as_chat_chunk(reply) if path == TEXT_PATH else as_one_chunk(reply)
 
 
 MAX_TOKENIZE_ANSWER_BYTES = 32 * 1024 * 1024  # the count, and every token id of a long prompt

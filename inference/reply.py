@@ -1,7 +1,9 @@
 """One whole reply from the chunks a worker streams: text, reasoning, tool calls, logprobs.
 
-The gateway always streams from its workers; a client that did not ask for a stream gets
-the reply this assembles (gateway/api/views.py), and the caches keep it (caching/exact.py).
+A client that did not ask for a stream gets the reply this assembles (gateway/api/views.py),
+and the caches keep it (caching/exact.py). Its worker was asked for the whole reply at once
+(inference/client.py), which `as_one_chunk` turns into one chunk, so that every reply, a
+stream's or not, is read the same way.
 Chunks come from a worker, so they are read defensively: a field of an unexpected type is
 skipped, never an exception that would turn a finished generation into a 500.
 
@@ -40,6 +42,37 @@ def _reasoning_of(delta: dict[str, Any]) -> str:
         if isinstance(text, str) and text:
             return text
     return ""
+
+
+def as_one_chunk(reply: dict[str, Any]) -> dict[str, Any]:
+    """A worker's whole (non-streamed) chat.completion as the one chunk the pipeline reads:
+    each choice's message as its delta, each tool call under its position's index as a
+    stream numbers them. Read defensively, as every worker chunk is."""
+    choices = reply.get("choices")
+    deltas = [
+        {
+            "index": choice.get("index", 0),
+            "delta": _message_as_delta(choice.get("message")),
+            "logprobs": choice.get("logprobs"),
+            "finish_reason": choice.get("finish_reason"),
+        }
+        for choice in (choices if isinstance(choices, list) else [])
+        if isinstance(choice, dict)
+    ]
+    return {**reply, "object": "chat.completion.chunk", "choices": deltas}
+
+
+def _message_as_delta(message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        return {}
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return message
+    numbered = [
+        {**call, "index": position} if isinstance(call, dict) else call
+        for position, call in enumerate(calls)
+    ]
+    return {**message, "tool_calls": numbered}
 
 
 def openai_logprobs(chunk: dict[str, Any]) -> dict[str, Any]:

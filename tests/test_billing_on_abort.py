@@ -34,13 +34,15 @@ def slow_platform(redis_url):
         sim.stop()
 
 
-def _stream_then_hang_up(platform: dict[str, Any], *, after_first_token: bool) -> None:
+def _stream_then_hang_up(
+    platform: dict[str, Any], *, after_first_token: bool, stream: bool = True
+) -> None:
     body = {
         "model": "small-model",
         "messages": MESSAGES,
         "max_tokens": 200,
         "ignore_eos": True,
-        "stream": True,
+        "stream": stream,
     }
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
     headers = {"Authorization": f"Bearer {platform['key']}", "Content-Type": "application/json"}
@@ -89,6 +91,17 @@ def test_a_client_leaving_mid_stream_pays_the_prompt_its_worker_counted(slow_pla
     assert record.status == "cancelled"
     assert record.prompt_tokens == len(prompt_tokens(MESSAGES))
     assert 1 <= record.completion_tokens < 200
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_client_leaving_a_reply_it_did_not_stream_pays_its_max_tokens(slow_platform):
+    """Its worker was asked for the whole reply, which cannot tell how far it got: billed
+    as reserved, so leaving cannot make a generation free."""
+    _stream_then_hang_up(slow_platform, after_first_token=False, stream=False)
+    [record] = _settled_records(1)
+    assert record.status == "cancelled"
+    assert (record.prompt_tokens, record.completion_tokens) == (len(prompt_tokens(MESSAGES)), 200)
 
 
 def _chat(messages: list[dict[str, Any]]) -> ChatRequest:

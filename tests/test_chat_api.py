@@ -63,14 +63,17 @@ def test_non_streaming_and_streaming_completions_with_the_openai_client(platform
 
 
 def test_metrics_expose_queue_length_and_in_flight_per_worker(platform):
-    platform["client"].chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=2)
+    client = platform["client"]
+    client.chat.completions.create(model="small-model", messages=MESSAGES, max_tokens=2)
+    list(client.chat.completions.create(model="small-model", messages=MESSAGES, stream=True))
     connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=5)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     assert 'sluice_queue_length{deployment="small-model"} 0.0' in text
     assert f'sluice_worker_in_flight{{worker="{platform["sim"].url}"}} 0.0' in text
     assert 'sluice_requests_total{model="small-model",status="200"}' in text
-    assert 'sluice_time_to_first_token_seconds_count{model="small-model"}' in text
+    # The stream's only: a whole reply (not streamed) has no first token to time.
+    assert 'sluice_time_to_first_token_seconds_count{model="small-model"} 1.0' in text
     assert 'sluice_tokens_total{kind="completion",model="small-model"}' in text
 
 

@@ -48,18 +48,36 @@ def ask(client: openai.OpenAI, stream: bool) -> tuple[str, str, str]:
     return text, chunks[0].id, coalesced
 
 
+def generating(platform: dict[str, Any]) -> None:
+    wait_until(
+        lambda: platform["sim"].metric("vllm:num_requests_running") == 1,
+        5,
+        "a generation to start on the worker",
+    )
+
+
+def client_of(platform: dict[str, Any]) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
+    )
+
+
 def test_fifty_identical_requests_cause_one_generation(slow_platform):
+    """25 streams arrive together and share one; 25 requests not streamed arrive while it
+    runs and read it too (they would otherwise ask for a whole reply of their own)."""
     platform = slow_platform
     before = generations(platform)
-    start = threading.Barrier(50)
+    start = threading.Barrier(25)
     results: list[tuple[str, str, str]] = []
 
     def one(index: int) -> None:
-        client = openai.OpenAI(
-            base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
-        )
-        start.wait()
-        results.append(ask(client, stream=index % 2 == 0))
+        client = client_of(platform)
+        streamed = index % 2 == 0
+        if streamed:
+            start.wait()
+        else:
+            generating(platform)
+        results.append(ask(client, stream=streamed))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
     for thread in threads:
@@ -87,6 +105,46 @@ def test_fifty_identical_requests_cause_one_generation(slow_platform):
     )
 
 
+def test_identical_requests_not_streamed_share_one_whole_reply(slow_platform):
+    platform = slow_platform
+    before = generations(platform)
+    start = threading.Barrier(20)
+    results: list[tuple[str, str, str]] = []
+
+    def one() -> None:
+        client = client_of(platform)
+        start.wait()
+        results.append(ask(client, stream=False))
+
+    threads = [threading.Thread(target=one) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert len(results) == 20
+    assert generations(platform) == before + 1
+    assert len({text for text, _, _ in results}) == 1 and results[0][0]
+    assert Counter(flag for _, _, flag in results) == {"true": 19, "false": 1}
+
+
+def test_a_stream_does_not_wait_for_a_whole_reply_being_made(slow_platform):
+    """A request not streamed asks its worker for the whole reply, which has no first chunk
+    before its end: an identical stream arriving meanwhile starts its own generation."""
+    platform = slow_platform
+    before = generations(platform)
+    whole: list[tuple[str, str, str]] = []
+    thread = threading.Thread(target=lambda: whole.append(ask(client_of(platform), False)))
+    thread.start()
+    generating(platform)
+    text, _, coalesced = ask(client_of(platform), stream=True)
+    thread.join(timeout=30)
+
+    assert coalesced == "false" and whole[0][2] == "false"
+    assert text and text == whole[0][0]
+    assert generations(platform) == before + 2
+
+
 def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     platform = slow_platform
     before = generations(platform)
@@ -101,16 +159,8 @@ def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     follower: list[Any] = []
 
     def follow() -> None:
-        # Join once the first caller's generation is running on the worker.
-        wait_until(
-            lambda: platform["sim"].metric("vllm:num_requests_running") == 1,
-            5,
-            "the first caller's generation to start",
-        )
-        client = openai.OpenAI(
-            base_url=platform["client"].base_url, api_key=platform["key"], max_retries=0, timeout=30
-        )
-        follower.append(ask(client, stream=False))
+        generating(platform)  # join once the first caller's generation runs on the worker
+        follower.append(ask(client_of(platform), stream=False))
 
     thread = threading.Thread(target=follow)
     thread.start()

@@ -270,7 +270,8 @@ class Completion:
         Nothing for a cache hit or a coalesced reader (the leader pays for the generation),
         nor for a batch line's attempt that failed (the line is retried under another id, or
         its error is the line's answer: no part of it reaches the batch's owner);
-        the worker's own usage when the stream got that far; nothing for a request that
+        the worker's own usage when the stream got that far (a whole reply always has it;
+        one its client left is billed its max_tokens); nothing for a request that
         never left the queue, or whose worker refused or failed before its first chunk
         (the client got an error, not a reply). A request that reached a worker and ended
         before the usage chunk otherwise (the client left, the stream broke) had its prompt
@@ -286,7 +287,13 @@ class Completion:
             return 0, 0
         if self.status == "failed" and not self.worker_url:
             return 0, 0  # the worker refused or failed before answering: nothing was served
-        return await self._counted_prompt(self.dispatched_to), self.chunks_with_text
+        prompt = await self._counted_prompt(self.dispatched_to)
+        if self.asks_whole_reply and self.status == "cancelled":
+            # Its client left while the worker made a whole reply, which cannot tell how
+            # far it got: billed as reserved, max_tokens a choice (as OpenAI bills a
+            # request abandoned mid-generation). A stream is billed what it streamed.
+            return prompt, self.chat.max_tokens * self.chat.n
+        return prompt, self.chunks_with_text
 
     async def _counted_prompt(self, worker: WorkerView) -> int:
         chat = self.chat
@@ -314,7 +321,12 @@ class Completion:
     async def _generated(self) -> AsyncGenerator[Chunk, None]:
         source = self._routed()
         if settings.CACHE_COALESCE_ENABLED and self.cache.result == Outcome.MISS and self.cache.key:
-            shared, leader = coalescer.join(self.cache.key, lambda: source)
+            # A whole reply comes at its end: no stream joins one (caching/coalesce.py).
+            key = self.cache.key
+            if self.asks_whole_reply:
+                shared, leader = coalescer.join(f"{key}:whole", lambda: source, or_join=key)
+            else:
+                shared, leader = coalescer.join(key, lambda: source)
             if leader:
                 self.shared = shared
             else:
@@ -365,10 +377,18 @@ class Completion:
             path=self.chat.upstream_path,
             headers=self.deployment.worker_headers,
             on_hold=self.on_hold,
+            whole=self.asks_whole_reply,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:
                 yield lease.worker.url, chunk
+
+    @property
+    def asks_whole_reply(self) -> bool:
+        """Whether its worker is asked for the whole reply at once rather than a stream: the
+        client does not stream it, and it is no batch line (a line's first chunk is what
+        tells the batch meter that its worker holds it: scaling/routing/batch_meter.py)."""
+        return not self.chat.stream and not self.reservation.batch_id
 
     def _dispatched(self, lease: Lease) -> None:
         self.dispatched_to = lease.worker
@@ -395,7 +415,8 @@ class Completion:
             self.reply.add(chunk)
         if carries_output(chunk):  # text, reasoning or a tool call's part
             self.chunks_with_text += 1
-            if self.ttft_s is None:
+            # A whole reply's one chunk is its end: it has no time to first token.
+            if self.ttft_s is None and not self.asks_whole_reply:
                 self.ttft_s = time.monotonic() - self.started_at
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from inference.chat_request import CHAT_PATH
-from inference.client import UpstreamError, stream_from_worker
+from inference.client import UpstreamError, stream_from_worker, whole_from_worker
 from scaling.routing.dispatcher import Dispatcher, Lease, NoHealthyWorker, Priority
 from scaling.routing.fair_queue import Tenant
 from scaling.routing.router import RouteContext
@@ -33,6 +33,7 @@ async def stream_completion(
     path: str = CHAT_PATH,
     headers: dict[str, str] | None = None,
     on_hold: Callable[[str], None] | None = None,
+    whole: bool = False,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
@@ -42,7 +43,10 @@ async def stream_completion(
     still had its prompt processed there). tenant: whose request it is, so the dispatcher
     queues it fairly among tenants and applies its concurrency cap. path: the workers'
     endpoint (a text completion's is /v1/completions). headers: sent to every worker tried
-    (the deployment's API key for them). on_hold: the dispatcher's (Dispatcher.acquire)."""
+    (the deployment's API key for them). on_hold: the dispatcher's (Dispatcher.acquire).
+    whole: ask each worker for the whole reply at once, which comes as one chunk
+    (inference/client.py, `whole_from_worker`): for a request whose client does not stream."""
+    ask = whole_from_worker if whole else stream_from_worker
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
@@ -65,9 +69,7 @@ async def stream_completion(
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
             async with aclosing(
-                stream_from_worker(
-                    lease.worker.url, lease.worker.upstream_model, body, path, headers
-                )
+                ask(lease.worker.url, lease.worker.upstream_model, body, path, headers)
             ) as chunks:
                 async for chunk in chunks:
                     if not started and lease.batch_line is not None:
