@@ -27,6 +27,8 @@ from gateway import launcher
 from gateway.asgi import application
 from gateway.drain import drain
 from gateway.supervisor import Supervisor
+from gateway.usage.ledger import ingest
+from gateway.usage.models import UsageRecord
 from tests.conftest import MESSAGES, live_platform
 from tests.sims import SimProcess
 from tests.waiting import wait_until
@@ -284,6 +286,48 @@ def test_an_sse_stream_longer_than_the_drain_ends_with_an_error_chunk_not_a_cut(
         assert last["error"]["code"] == "service_unavailable", last
         texts = [e for e in events[:-1] if '"content"' in e]
         assert 10 < len(texts) < tokens  # it streamed until shortly before the deadline
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_not_streamed_cut_by_the_shutdown_is_billed_its_prompt_only(
+    redis_url, slow_sim, monkeypatch
+):
+    """Its worker was asked for the whole reply, which cannot tell how far it got; a client
+    that leaves one pays its max_tokens, but here the platform cut it, not the client."""
+    drain_s, tokens = 2.0, 200  # the reply would take about 10 s
+    with gateway_draining_in(redis_url, slow_sim, drain_s, monkeypatch) as platform:
+        body = {"model": "small-model", "messages": MESSAGES, "max_tokens": tokens}
+        body["ignore_eos"] = True
+        headers = {"Authorization": f"Bearer {platform['key']}"}
+        url = f"{platform['gateway'].url}/v1/chat/completions"
+
+        async def scenario() -> None:
+            async with aiohttp.ClientSession() as session:
+                request = asyncio.ensure_future(session.post(url, json=body, headers=headers))
+                await asyncio.to_thread(
+                    wait_until,
+                    lambda: slow_sim.metric("vllm:num_requests_running") == 1,
+                    5,
+                    "the worker to take the request",
+                )
+                process, signalled = sigterm(platform)
+                try:  # cut at the deadline: an error or no answer, never a reply
+                    response = await request
+                    await response.read()
+                    assert response.status != 200
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.to_thread(exits_within, process, signalled, drain_s + 1.5)
+
+        asyncio.run(scenario())
+
+        def cancelled() -> list[UsageRecord]:
+            ingest("test-consumer")
+            return list(UsageRecord.objects.filter(status="cancelled"))
+
+        [record] = wait_until(cancelled, 10, "the cut request's usage record")
+        assert record.prompt_tokens > 0 and record.completion_tokens == 0
 
 
 # --- in process: what a draining process answers -------------------------------------------

@@ -24,6 +24,7 @@ from caching.coalesce import Coalescer, Item, SharedGeneration
 from caching.outcome import Outcome
 from foundation import metrics
 from gateway.accounts.quotas import Reservation
+from gateway.drain import drain
 from gateway.serving import audit, settlement
 from gateway.serving.admission import Target
 from gateway.serving.audit import AuditJob
@@ -271,7 +272,8 @@ class Completion:
         nor for a batch line's attempt that failed (the line is retried under another id, or
         its error is the line's answer: no part of it reaches the batch's owner);
         the worker's own usage when the stream got that far (a whole reply always has it;
-        one its client left is billed its max_tokens); nothing for a request that
+        one its client left is billed its max_tokens, unless the process was shutting
+        down); nothing for a request that
         never left the queue, or whose worker refused or failed before its first chunk
         (the client got an error, not a reply). A request that reached a worker and ended
         before the usage chunk otherwise (the client left, the stream broke) had its prompt
@@ -288,10 +290,11 @@ class Completion:
         if self.status == "failed" and not self.worker_url:
             return 0, 0  # the worker refused or failed before answering: nothing was served
         prompt = await self._counted_prompt(self.dispatched_to)
-        if self.asks_whole_reply and self.status == "cancelled":
+        if self.asks_whole_reply and self.status == "cancelled" and not drain.draining:
             # Its client left while the worker made a whole reply, which cannot tell how
             # far it got: billed as reserved, max_tokens a choice (as OpenAI bills a
             # request abandoned mid-generation). A stream is billed what it streamed.
+            # Not when this process's shutdown cut it (gateway/drain.py): the prompt only.
             return prompt, self.chat.max_tokens * self.chat.n
         return prompt, self.chunks_with_text
 

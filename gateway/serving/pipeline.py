@@ -114,6 +114,8 @@ async def open_completion(
             completion.status = "failed"
             # Admitted, so the refusal still tells the client where its quota stands.
             setattr(exc, RATE_LIMIT_ATTRIBUTE, reservation.state)
-        await asyncio.shield(completion.settle())  # 8 settle what little happened
+        # 8 settle what little happened; held, so a shutdown that cancelled the request
+        # (a whole reply cut at the drain's deadline) still waits for its bill.
+        await asyncio.shield(settlement.in_background(completion.settle()))
         raise
     return completion
