@@ -113,6 +113,19 @@ class ChatRequest:
         return bool(self.options.get("tools")) and self.options.get("tool_choice") != "none"
 
     @property
+    def asks_whole_reply(self) -> bool:
+        """Whether its worker may be asked for the whole reply at once rather than a stream
+        (inference/client.py, `whole_from_worker`): the client does not stream it, and it
+        asks no logprobs, whose alternatives for every token could take a whole reply past
+        what one read may hold, where a stream reads it an event at a time."""
+        logprobs = self.options.get("logprobs")  # a text completion's is a count: 0 asks too
+        return (
+            not self.stream
+            and (logprobs is None or logprobs is False)
+            and self.options.get("prompt_logprobs") is None
+        )
+
+    @property
     def upstream_path(self) -> str:
         return CHAT_PATH if self.text_prompt is None else TEXT_PATH
 

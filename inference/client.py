@@ -22,7 +22,7 @@ from inference import worker_http
 from inference.chat_request import CHAT_PATH, TEXT_PATH
 from inference.reply import as_one_chunk
 from inference.text_completion import as_chat_chunk
-from inference.worker_http import ProtocolError, WorkerResponse
+from inference.worker_http import AnswerTooLarge, ProtocolError, WorkerResponse
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,9 @@ async def whole_from_worker(
     SSE per token; a whole reply costs one read and one parse. What it gives up: there is
     no first token to time or to bound, so the worker gets UPSTREAM_REPLY_TIMEOUT_S for all
     of it, and a failure is retried on another worker whenever it comes (nothing has
-    reached the client) except that timeout (the worker may have generated all along)."""
+    reached the client) except that timeout and a reply over MAX_WHOLE_REPLY_BYTES (the
+    worker may have generated all of it; another would do it again). A request asking
+    logprobs is streamed instead (ChatRequest.asks_whole_reply): they make a reply large."""
     payload = {key: value for key, value in body.items() if key != "stream_options"}
     payload.update(model=upstream_model, stream=False)  # vLLM refuses stream_options here
     response = None
@@ -242,6 +244,8 @@ async def whole_from_worker(
             raise
         if isinstance(exc, TimeoutError):
             raise UpstreamError("no whole reply in time", url, False) from None
+        if isinstance(exc, AnswerTooLarge):  # generated already: another worker would again
+            raise UpstreamError(str(exc), url, False) from exc
         if isinstance(exc, TRANSPORT_ERRORS):
             raise UpstreamError(f"worker failed before its reply: {exc!r}", url, True) from exc
         raise

@@ -41,6 +41,10 @@ class ProtocolError(Exception):
     """The worker's answer is not HTTP/1.1 this client reads, or is over a limit."""
 
 
+class AnswerTooLarge(ProtocolError):
+    """The worker's whole answer is over the size its reader allows."""
+
+
 class Origin(NamedTuple):
     """Where a worker URL's requests go; `prefix` is the URL's path (before /v1/...)."""
 
@@ -306,7 +310,7 @@ class WorkerResponse:
             while data := await self.read():
                 size += len(data)
                 if size > limit:
-                    raise ProtocolError(f"the worker's answer is over {limit} bytes")
+                    raise AnswerTooLarge(f"the worker's answer is over {limit} bytes")
                 parts.append(data)
         except BaseException:  # over the limit, broken, or the caller's timeout
             self.close()

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import openai
 import pytest
 
 from gateway.usage.ledger import ingest
@@ -102,6 +103,37 @@ def test_a_client_leaving_a_reply_it_did_not_stream_pays_its_max_tokens(slow_pla
     [record] = _settled_records(1)
     assert record.status == "cancelled"
     assert (record.prompt_tokens, record.completion_tokens) == (len(prompt_tokens(MESSAGES)), 200)
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_not_streamed_past_its_timeout_is_a_502_billed_its_prompt(redis_url, monkeypatch):
+    """Its worker had the request, prefilled it and may have generated all along; the
+    client got an error, so no completion tokens, and the timeout is not retried."""
+    monkeypatch.setenv("UPSTREAM_REPLY_TIMEOUT_S", "1")  # the gateway's environment
+    # A warm-up's few tokens come within the timeout; 200 of them, 50 ms apart, do not.
+    sim = SimProcess(model="sim-upstream", fixed_ttft_ms=50, fixed_itl_ms=50)
+    try:
+        platform = live_platform(redis_url, sim)
+        client = next(platform)["client"]
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.with_options(max_retries=0).chat.completions.create(
+                model="small-model",
+                messages=MESSAGES,
+                max_tokens=200,
+                extra_body={"ignore_eos": True},
+            )
+        assert refused.value.status_code == 502
+
+        def failed() -> list[UsageRecord]:
+            ingest("test-consumer")
+            return list(UsageRecord.objects.filter(status="failed"))
+
+        [record] = wait_until(failed, 15, "the timed-out request's usage record")
+        assert (record.prompt_tokens, record.completion_tokens) == (len(prompt_tokens(MESSAGES)), 0)
+        platform.close()
+    finally:
+        sim.stop()
 
 
 def _chat(messages: list[dict[str, Any]]) -> ChatRequest:

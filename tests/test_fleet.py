@@ -182,22 +182,30 @@ def test_closing_the_stream_aborts_the_request_on_the_worker_within_a_second(sim
 
 
 @pytest.mark.live
-def test_a_dead_worker_is_retried_elsewhere_before_the_first_token(sims):
+@pytest.mark.parametrize("whole", [False, True], ids=["streamed", "whole"])
+def test_a_dead_worker_is_retried_elsewhere_before_the_first_token(sims, whole):
     sim = sims()
     dead = view(f"http://127.0.0.1:{free_port()}")
     dispatcher = Dispatcher(
         fleet=StaticFleet([dead, view(sim.url)]), pick=lambda workers, _: workers[0]
     )
+    told: list[str | None] = []  # on_dispatch: each worker, None once the dead one failed
 
     async def scenario():
         chunks = [
             (lease.worker.url, chunk)
             async for lease, chunk in stream_completion(
-                dispatcher, "sim", {**BODY, "max_tokens": 5}
+                dispatcher,
+                "sim",
+                {**BODY, "max_tokens": 5},
+                on_dispatch=lambda lease: told.append(lease.worker.url if lease else None),
+                whole=whole,
             )
         ]
         assert {url for url, _ in chunks} == {sim.url}
+        assert len(chunks) == 1 if whole else len(chunks) > 1
         assert chunks[-1][1]["choices"][0]["finish_reason"] == "length"
+        assert told == [dead.url, None, sim.url]
         await close_http_session()
 
     asyncio.run(scenario())

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from inference.chat_request import CHAT_PATH, TEXT_PATH
+from inference import client
+from inference.chat_request import CHAT_PATH, TEXT_PATH, ChatRequest
 from inference.client import UpstreamError, close_http_session, whole_from_worker
 from inference.reply import ReplyAssembler
 
@@ -192,3 +193,28 @@ def test_a_workers_refusal_or_unreadable_reply_is_classed(status, body, retryabl
     failure = ask(answer)
     assert isinstance(failure, UpstreamError) and failure.retryable is retryable
     assert failure.status == (status if status != 200 else None)
+
+
+def test_a_reply_over_the_size_limit_is_not_asked_of_another_worker(monkeypatch):
+    """It was generated already: another worker would generate it again, to the same end."""
+    monkeypatch.setattr(client, "MAX_WHOLE_REPLY_BYTES", 100)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.json_response(VLLM_REPLY)  # about 800 bytes
+
+    failure = ask(answer)
+    assert isinstance(failure, UpstreamError) and not failure.retryable
+    assert "over 100 bytes" in str(failure)
+
+
+def chat(stream: bool = False, **options: Any) -> ChatRequest:
+    return ChatRequest("m", [{"role": "user", "content": "hi"}], 16, stream, False, options)
+
+
+def test_only_a_request_not_streamed_and_without_logprobs_is_asked_whole():
+    assert chat().asks_whole_reply
+    assert chat(logprobs=False).asks_whole_reply
+    assert not chat(stream=True).asks_whole_reply
+    assert not chat(logprobs=True, top_logprobs=5).asks_whole_reply  # KBs a token
+    assert not chat(logprobs=0).asks_whole_reply  # a text completion's: the token's own
+    assert not chat(prompt_logprobs=1).asks_whole_reply

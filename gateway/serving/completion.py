@@ -115,6 +115,10 @@ class Completion:
             self._first = None
         except BaseException as exc:
             self.status = "failed" if isinstance(exc, Exception) else "cancelled"
+            if isinstance(exc, UpstreamError) and not exc.before_first_token:
+                # A whole reply's worker failed after it may have done the work (its
+                # timeout, a reply over the size limit): billed the prompt it processed.
+                self.worker_url = exc.worker_url
             await self._source.aclose()
             raise
 
@@ -388,13 +392,15 @@ class Completion:
 
     @property
     def asks_whole_reply(self) -> bool:
-        """Whether its worker is asked for the whole reply at once rather than a stream: the
-        client does not stream it, and it is no batch line (a line's first chunk is what
-        tells the batch meter that its worker holds it: scaling/routing/batch_meter.py)."""
-        return not self.chat.stream and not self.reservation.batch_id
+        """Whether its worker is asked for the whole reply at once rather than a stream:
+        the request allows it (ChatRequest.asks_whole_reply: not streamed, no logprobs),
+        and it is no batch line (a line's first chunk is what tells the batch meter that
+        its worker holds it: scaling/routing/batch_meter.py)."""
+        return self.chat.asks_whole_reply and not self.reservation.batch_id
 
-    def _dispatched(self, lease: Lease) -> None:
-        self.dispatched_to = lease.worker
+    def _dispatched(self, lease: Lease | None) -> None:
+        # None: the worker tried failed before answering, and the request waits for another.
+        self.dispatched_to = None if lease is None else lease.worker
 
     async def _replayed(self) -> AsyncGenerator[Chunk, None]:
         """A cache hit: the stored reply in the chunk shape a generation streams."""

@@ -28,7 +28,7 @@ async def stream_completion(
     body: dict[str, Any],
     priority: Priority = Priority.INTERACTIVE,
     route: RouteContext | None = None,
-    on_dispatch: Callable[[Lease], None] | None = None,
+    on_dispatch: Callable[[Lease | None], None] | None = None,
     tenant: Tenant | None = None,
     path: str = CHAT_PATH,
     headers: dict[str, str] | None = None,
@@ -40,7 +40,8 @@ async def stream_completion(
     route: the request's RouteContext, so the deployment's routing policy picks the
     worker (each retry too, among the workers not yet tried). on_dispatch: told of each
     worker the request is sent to, before its first chunk (a request abandoned then has
-    still had its prompt processed there). tenant: whose request it is, so the dispatcher
+    still had its prompt processed there), and told None when that worker failed before
+    answering and another is to be tried. tenant: whose request it is, so the dispatcher
     queues it fairly among tenants and applies its concurrency cap. path: the workers'
     endpoint (a text completion's is /v1/completions). headers: sent to every worker tried
     (the deployment's API key for them). on_hold: the dispatcher's (Dispatcher.acquire).
@@ -82,6 +83,8 @@ async def stream_completion(
                 raise
             failure = exc
             tried.add(lease.worker.url)
+            if on_dispatch is not None:
+                on_dispatch(None)  # no worker holds it while it waits for the next
             logger.warning(
                 "retrying on another worker before the first token: %s (%s)", exc, lease.worker.url
             )
