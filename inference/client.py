@@ -73,6 +73,16 @@ async def post_json(
     )
 
 
+async def refused_unless_ok(response: WorkerResponse, url: str) -> None:
+    """UpstreamError (retryable unless the request itself was refused) for an answer other
+    than 200, with the start of its body."""
+    if response.status != 200:
+        detail = await error_detail(response)
+        raise UpstreamError(
+            f"worker answered {response.status}: {detail}", url, True, status=response.status
+        )
+
+
 async def error_detail(response: WorkerResponse) -> str:
     """The start of a worker's error answer, for the log and the client (empty if it cannot
     be read: the status is what matters)."""
@@ -135,14 +145,7 @@ async def _open(
     try:
         async with asyncio.timeout(settings.UPSTREAM_FIRST_TOKEN_TIMEOUT_S):
             response = await post_json(url, path, payload, headers)
-            if response.status != 200:
-                detail = await error_detail(response)
-                raise UpstreamError(
-                    f"worker answered {response.status}: {detail}",
-                    url,
-                    True,
-                    status=response.status,
-                )
+            await refused_unless_ok(response, url)
             chunks = _chunks(response, url)
             if path == TEXT_PATH:  # read on as chat deltas: one pipeline for both
                 chunks = _as_chat_chunks(chunks)
@@ -227,14 +230,7 @@ async def whole_from_worker(
     try:
         async with asyncio.timeout(settings.UPSTREAM_REPLY_TIMEOUT_S):
             response = await post_json(url, path, payload, headers)
-            if response.status != 200:
-                detail = await error_detail(response)
-                raise UpstreamError(
-                    f"worker answered {response.status}: {detail}",
-                    url,
-                    True,
-                    status=response.status,
-                )
+            await refused_unless_ok(response, url)
             raw = await response.read_all(MAX_WHOLE_REPLY_BYTES)  # released to the pool
         reply = orjson.loads(raw)
     except BaseException as exc:

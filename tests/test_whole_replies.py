@@ -4,8 +4,7 @@ What the worker is sent, how its reply is read, and how its failures are classed
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -13,8 +12,9 @@ from aiohttp import web
 
 from inference import client
 from inference.chat_request import CHAT_PATH, TEXT_PATH, ChatRequest
-from inference.client import UpstreamError, close_http_session, whole_from_worker
+from inference.client import UpstreamError, whole_from_worker
 from inference.reply import ReplyAssembler
+from tests.test_worker_first_chunk import worker
 
 pytestmark = pytest.mark.unit
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,22 +57,6 @@ VLLM_REPLY = {
     ],
     "usage": {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16},
 }
-
-
-@asynccontextmanager
-async def worker(handler: Handler, path: str = CHAT_PATH) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_post(path, handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await close_http_session()
-        await runner.cleanup()
 
 
 def ask(handler: Handler, path: str = CHAT_PATH) -> list[dict[str, Any]] | UpstreamError:

@@ -21,10 +21,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def worker(handler: Handler) -> AsyncIterator[str]:
-    """A one-route server answering chat completions with `handler`; its URL."""
+async def worker(handler: Handler, path: str = "/v1/chat/completions") -> AsyncIterator[str]:
+    """A one-route server answering chat completions (or `path`) with `handler`; its URL."""
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
+    app.router.add_post(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
