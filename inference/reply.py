@@ -62,6 +62,26 @@ def as_one_chunk(reply: dict[str, Any]) -> dict[str, Any]:
     return {**reply, "object": "chat.completion.chunk", "choices": deltas}
 
 
+def estimated_output_tokens(chunk: dict[str, Any]) -> int:
+    """The tokens a chunk's deltas hold, estimated as a prompt is at admission (UTF-8 bytes
+    / 3, leaning high), at least one per choice with output: for a whole reply from a
+    worker that reported no usage, where a stream would count one token per chunk."""
+    total = 0
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        parts = [delta.get("content"), _reasoning_of(delta)]
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                parts += [function.get("name"), function.get("arguments")]
+        size = sum(len(part.encode()) for part in parts if isinstance(part, str))
+        total += max(1, -(-size // 3)) if size else 0
+    return total
+
+
 def _message_as_delta(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         return {}

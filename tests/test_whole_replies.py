@@ -13,7 +13,7 @@ from aiohttp import web
 from inference import client
 from inference.chat_request import CHAT_PATH, TEXT_PATH, ChatRequest
 from inference.client import UpstreamError, whole_from_worker
-from inference.reply import ReplyAssembler
+from inference.reply import ReplyAssembler, as_one_chunk, estimated_output_tokens
 from tests.test_worker_first_chunk import worker
 
 pytestmark = pytest.mark.unit
@@ -202,3 +202,12 @@ def test_only_a_request_not_streamed_and_without_logprobs_is_asked_whole():
     assert not chat(logprobs=True, top_logprobs=5).asks_whole_reply  # KBs a token
     assert not chat(logprobs=0).asks_whole_reply  # a text completion's: the token's own
     assert not chat(prompt_logprobs=1).asks_whole_reply
+
+
+def test_a_whole_reply_without_usage_is_counted_by_its_size_not_as_one_token():
+    """Billing's fallback where a worker reports no usage: a stream counts a token per
+    chunk, and a whole reply is one chunk."""
+    chunk = as_one_chunk({k: v for k, v in VLLM_REPLY.items() if k != "usage"})
+    # "Sunny." (6 bytes), then the reasoning (22) and the call's name and arguments (23)
+    assert estimated_output_tokens(chunk) == 2 + 15
+    assert estimated_output_tokens(as_one_chunk({"choices": [{"message": {}}]})) == 0

@@ -31,7 +31,7 @@ from gateway.serving.audit import AuditJob
 from gateway.serving.errors import rate_limit_headers
 from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
-from inference.reply import ReplyAssembler, carries_output
+from inference.reply import ReplyAssembler, carries_output, estimated_output_tokens
 from inference.snapshot import WorkerView
 from scaling.routing.dispatcher import Dispatcher, Lease, Priority
 from scaling.routing.fair_queue import Tenant
@@ -423,7 +423,12 @@ class Completion:
         if self.cache.key is not None and not self.coalesced:
             self.reply.add(chunk)
         if carries_output(chunk):  # text, reasoning or a tool call's part
-            self.chunks_with_text += 1
+            if self.asks_whole_reply and not chunk.get("usage"):
+                # A whole reply without the worker's usage (an OpenAI-compatible server
+                # may omit it; vLLM never does): billed on an estimate of its size.
+                self.chunks_with_text += estimated_output_tokens(chunk)
+            else:
+                self.chunks_with_text += 1
             # A whole reply's one chunk is its end: it has no time to first token.
             if self.ttft_s is None and not self.asks_whole_reply:
                 self.ttft_s = time.monotonic() - self.started_at
