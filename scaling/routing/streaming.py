@@ -1,5 +1,5 @@
-"""A chat completion streamed from the fleet: acquire a worker, stream, retry before the first
-token.
+"""A chat completion from the fleet, streamed or asked whole: acquire a worker, ask it, retry
+before the first token (a whole reply's first chunk is the whole reply).
 
 A failure before the first token is retried on another worker (nothing has reached the
 client yet); a failure after it is reported, never retried, since a second generation would
