@@ -2,6 +2,7 @@
 the room not divided among gateway processes; interactive routing as it was."""
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable
@@ -10,8 +11,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from inference import fleet
+from inference.chat_request import CHAT_PATH
 from inference.client import close_http_session
 from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
@@ -24,8 +27,14 @@ from scaling.routing.scorers.spot_first import SpotFirst
 from scaling.routing.streaming import stream_completion
 from tests.sims import SimProcess
 from tests.test_fleet import StaticFleet
+from tests.test_worker_first_chunk import worker as fake_worker
 
 SHARED_PREFIX = RouteContext("sim", "prefix_aware", prefix_key="one system prompt for all")
+STREAMED_CHUNK = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
+WHOLE_REPLY = {
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
 
 def worker(
@@ -357,6 +366,49 @@ def test_interactive_requests_are_placed_as_before_whatever_the_batch_room(setti
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("whole", [True, False], ids=["asked-whole", "streamed"])
+def test_a_batch_line_is_held_once_its_worker_has_it_whatever_comes_back(settings, whole):
+    """Held (counted by a scrape that asks after it) from its first chunk when streamed;
+    from when it is sent when asked whole, since nothing comes back before its end: a line
+    counted twice for its whole life (ours, and in the worker's own counts) would fill
+    only half the room."""
+    settings.BATCH_HEADROOM = 0.1
+    sent = asyncio.Event()
+    reply = asyncio.Event()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        sent.set()
+        await reply.wait()
+        if whole:
+            return web.json_response(WHOLE_REPLY)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: " + json.dumps(STREAMED_CHUNK).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def scenario() -> None:
+        async with fake_worker(answer, CHAT_PATH) as url:
+            dispatcher = Dispatcher(StaticFleet([worker(url)]))
+            stream = stream_completion(
+                dispatcher, "sim", long_body(4), Priority.BATCH, path=CHAT_PATH, whole=whole
+            )
+            reading = asyncio.create_task(anext(stream))
+            try:
+                await asyncio.wait_for(sent.wait(), 5)
+                [line] = dispatcher.batch_allowance.lines[url].in_flight
+                assert (line.seen_from is not None) is whole  # the worker has it, silent
+            finally:
+                reply.set()
+            await asyncio.wait_for(reading, 5)
+            assert line.seen_from is not None
+            await stream.aclose()
+        await close_http_session()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
 def test_a_released_batch_line_frees_its_room_and_starts_the_next_waiting_line(settings):
     settings.BATCH_HEADROOM = 0.0
     dispatcher = Dispatcher(StaticFleet([worker("http://a", max_in_flight=2)]))
@@ -412,7 +464,8 @@ class Sample:
 
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
-def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one(settings):
+@pytest.mark.parametrize("whole", [True, False], ids=["asked-whole", "streamed"])
+def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one(settings, whole):
     """The runner's meter and the dispatcher as the batch runner uses them, on a fleet the
     scraper reads every 5 ms (often, so that readings fall between a worker's end of a
     line and ours): one worker carries 6 interactive streams, so its target of 9 leaves 3
@@ -422,7 +475,8 @@ def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one
     filled. The dispatcher's own count is not bounded here: a line the worker has ended
     is ours until its end reaches us, and a new one may take its slot on the worker
     meanwhile. Before END_LAG_S, a reading taken in between had the worker run 12 of its
-    10 slots in one run of four."""
+    10 slots in one run of four. Lines are asked whole (as a chat line without logprobs
+    is), held from when they are sent, or streamed, held from their first chunk."""
     settings.BATCH_HEADROOM = 0.1
     settings.BATCH_MAX_CONCURRENCY = 100
     settings.FLEET_REFRESH_S = 0.05
@@ -432,7 +486,7 @@ def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one
     try:
         for sim in (busy, idle):
             fleet.register_worker(deployment, sim.url, registered_by="test")
-        samples = asyncio.run(_batch_beside_interactive(busy.url, idle.url))
+        samples = asyncio.run(_batch_beside_interactive(busy.url, idle.url, whole))
     finally:
         busy.stop()
         idle.stop()
@@ -443,7 +497,7 @@ def test_batch_lines_keep_to_each_workers_spare_while_interactive_load_takes_one
     assert max(s.busy_lines for s in samples) >= 1, samples  # and the busy one its spare
 
 
-async def _batch_beside_interactive(busy: str, idle: str) -> list[Sample]:
+async def _batch_beside_interactive(busy: str, idle: str, whole: bool) -> list[Sample]:
     """For 4 s, start lines while the meter allows, as the runner does, beside 6 long
     interactive streams on `busy`; sample every 50 ms."""
     scraper = Scraper()
@@ -479,7 +533,9 @@ async def _batch_beside_interactive(busy: str, idle: str) -> list[Sample]:
         async def line(started: OwnLine) -> None:
             try:
                 body = long_body(40)  # 60 ms + 39 x 10 ms
-                stream = stream_completion(dispatcher, "sim", body, Priority.BATCH, SHARED_PREFIX)
+                stream = stream_completion(
+                    dispatcher, "sim", body, Priority.BATCH, SHARED_PREFIX, whole=whole
+                )
                 async for _ in stream:
                     pass
             finally:

@@ -5,15 +5,21 @@ What the worker is sent, how its reply is read, and how its failures are classed
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from gateway.accounts.quotas import RateLimitState, Reservation
+from gateway.serving.admission import Target
+from gateway.serving.completion import Completion
 from inference import client
 from inference.chat_request import CHAT_PATH, TEXT_PATH, ChatRequest
 from inference.client import UpstreamError, whole_from_worker
+from inference.deployments import DeploymentInfo
 from inference.reply import ReplyAssembler, as_one_chunk, estimated_output_tokens
+from tests.test_batch_routing import worker as worker_view
 from tests.test_worker_first_chunk import worker
 
 pytestmark = pytest.mark.unit
@@ -211,3 +217,30 @@ def test_a_whole_reply_without_usage_is_counted_by_its_size_not_as_one_token():
     # "Sunny." (6 bytes), then the reasoning (22) and the call's name and arguments (23)
     assert estimated_output_tokens(chunk) == 2 + 15
     assert estimated_output_tokens(as_one_chunk({"choices": [{"message": {}}]})) == 0
+
+
+@pytest.mark.parametrize(
+    ("batch_id", "completion_tokens"), [("", 16 * 2), ("batch_1", 0)], ids=["client", "batch"]
+)
+def test_a_whole_reply_cut_off_is_billed_its_max_tokens_unless_its_batch_runner_stopped(
+    batch_id, completion_tokens
+):
+    """A client that leaves a whole reply pays for what its worker may have made (the
+    worker cannot say how far it got); a batch line is cut only by its runner stopping,
+    the platform's doing: its prompt only, as a gateway's drain."""
+
+    async def tokenize(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"count": 7})
+
+    async def scenario() -> tuple[int, int]:
+        async with worker(tokenize, "/tokenize") as url:
+            chat = ChatRequest("m", [{"role": "user", "content": "hi"}], 16, False, False, {}, n=2)
+            state = RateLimitState(None, None, 0.0, None, None, 0.0)
+            reservation = Reservation(1, None, 50, 0, 0, "2026-12", state, batch_id=batch_id)
+            deployment = DeploymentInfo("m", Decimal(1), Decimal(1), 0)
+            cut = Completion("chatcmpl-cut", chat, Target(deployment), reservation)
+            cut.dispatched_to = worker_view(url)  # its worker took it; its status: cancelled
+            assert cut.asks_whole_reply and cut.status == "cancelled"
+            return await cut.billed_tokens()
+
+    assert asyncio.run(scenario()) == (7, completion_tokens)

@@ -277,7 +277,7 @@ class Completion:
         its error is the line's answer: no part of it reaches the batch's owner);
         the worker's own usage when the stream got that far (a whole reply always has it;
         one its client left is billed its max_tokens, unless the process was shutting
-        down); nothing for a request that
+        down or it is a batch line); nothing for a request that
         never left the queue, or whose worker refused or failed before its first chunk
         (the client got an error, not a reply). A request that reached a worker and ended
         before the usage chunk otherwise (the client left, the stream broke) had its prompt
@@ -294,13 +294,19 @@ class Completion:
         if self.status == "failed" and not self.worker_url:
             return 0, 0  # the worker refused or failed before answering: nothing was served
         prompt = await self._counted_prompt(self.dispatched_to)
-        if self.asks_whole_reply and self.status == "cancelled" and not drain.draining:
+        if self.asks_whole_reply and self.status == "cancelled" and self._left_by_its_client:
             # Its client left while the worker made a whole reply, which cannot tell how
             # far it got: billed as reserved, max_tokens a choice (as OpenAI bills a
             # request abandoned mid-generation). A stream is billed what it streamed.
-            # Not when this process's shutdown cut it (gateway/drain.py): the prompt only.
             return prompt, self.chat.max_tokens * self.chat.n
         return prompt, self.chunks_with_text
+
+    @property
+    def _left_by_its_client(self) -> bool:
+        """A cancelled request was cut by its client, not by the platform: not by this
+        process's shutdown (gateway/drain.py), and no batch line (a runner cancels its
+        lines only when it stops; a batch's cancel lets the lines in flight finish)."""
+        return not drain.draining and not self.reservation.batch_id
 
     async def _counted_prompt(self, worker: WorkerView) -> int:
         chat = self.chat
@@ -393,10 +399,10 @@ class Completion:
     @property
     def asks_whole_reply(self) -> bool:
         """Whether its worker is asked for the whole reply at once rather than a stream:
-        the request allows it (ChatRequest.asks_whole_reply: not streamed, no logprobs),
-        and it is no batch line (a line's first chunk is what tells the batch meter that
-        its worker holds it: scaling/routing/batch_meter.py)."""
-        return self.chat.asks_whole_reply and not self.reservation.batch_id
+        the request allows it (ChatRequest.asks_whole_reply: not streamed, no logprobs).
+        A batch line too: the batch allowance takes one as held from when it is sent
+        (scaling/routing/batch_meter.py)."""
+        return self.chat.asks_whole_reply
 
     def _dispatched(self, lease: Lease | None) -> None:
         # None: the worker tried failed before answering, and the request waits for another.

@@ -32,9 +32,10 @@ when a line is held:
   stamped after the reading, a worker took two lines more than its spare in a CI run.
   Until its first answer a line counts against the room twice, once as ours and once in
   the worker's own counts: conservative, for as long as it waits in the worker's queue
-  and prefills. An embeddings line has no first chunk before its whole answer: it is
-  taken as held from the moment it is sent (gateway/serving/embeddings.py), else each
-  would count twice for its whole life and the lines would fill half the room;
+  and prefills. An embeddings line, and a chat line asked whole, has no first chunk
+  before its whole answer: it is taken as held from the moment it is sent
+  (gateway/serving/embeddings.py, scaling/routing/streaming.py), else each would count
+  twice for its whole life and the lines would fill half the room;
 - the meter's, from its start: the runner does not see a line's first chunk, and the
   meter only lets lines queue; where each may run is the allowance's to say.
 

@@ -67,6 +67,10 @@ async def stream_completion(
         started = False
         if on_dispatch is not None:
             on_dispatch(lease)
+        if whole and lease.batch_line is not None:
+            # No chunk comes before the whole reply: held from now, as it is sent (a scrape
+            # asks /health before /metrics, a round trip in which the request arrives).
+            lease.batch_line.answered()
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
             async with aclosing(
