@@ -40,12 +40,17 @@ def cpu_by_group(root: int) -> dict[str, float]:
         seconds[int(entry)] = (int(fields[11]) + int(fields[12])) * TICK_S
     groups: dict[str, float] = {}
     for pid, used in seconds.items():
-        ancestor = pid
+        # A process is in the group of its nearest ancestor (itself included) that names
+        # one: uvicorn's worker processes (GATEWAY_PROCESSES > 1) are spawned with a
+        # command line of multiprocessing's, under the server's process that names the app.
+        group, ancestor = None, pid
         while ancestor > 1 and ancestor != root:
+            if group is None:
+                command = commands.get(ancestor, "")
+                group = next((name for mark, name in GROUPS if mark in command), None)
             ancestor = parents.get(ancestor, 0)
         if ancestor == root:
-            group = next((name for mark, name in GROUPS if mark in commands[pid]), "other")
-            groups[group] = groups.get(group, 0.0) + used
+            groups[group or "other"] = groups.get(group or "other", 0.0) + used
     return groups
 
 
