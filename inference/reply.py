@@ -78,7 +78,7 @@ def estimated_output_tokens(chunk: dict[str, Any]) -> int:
             if isinstance(function, dict):
                 parts += [function.get("name"), function.get("arguments")]
         size = sum(len(part.encode()) for part in parts if isinstance(part, str))
-        total += max(1, -(-size // 3)) if size else 0
+        total += -(-size // 3)  # rounded up: one token at least for any output
     return total
 
 
