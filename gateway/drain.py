@@ -30,6 +30,11 @@ first signal it:
    of the timeout as its graceful-shutdown timeout, so in-flight HTTP gets until the same
    deadline. uvicorn then does the rest as before and exits.
 
+At that same moment an SSE stream still running ends with an error chunk, and an HTTP
+request still waiting for a whole reply (`unless_stopped`) is stopped and answered 503
+with Retry-After, as a request that reaches a draining process is: without it, uvicorn's
+own deadline would cut its connection with no answer.
+
 A second SIGTERM while draining changes nothing (uvicorn's multi-worker parent passes one
 on to each worker, and `make run`'s supervisor signals the whole process group); a second
 SIGINT (Ctrl-C again) ends the drain at once. Under another server (daphne), without
@@ -41,8 +46,9 @@ import asyncio
 import logging
 import signal
 import weakref
+from collections.abc import Coroutine
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 DEFAULT_TIMEOUT_S = 20.0
 # A reply still streaming this long before the deadline is stopped, so that it can send its
@@ -51,6 +57,11 @@ STOP_MARGIN_S = 2.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class StoppedForShutdown(Exception):
+    """The drain's deadline came while the request waited: the client is told to retry."""
 
 
 class DrainableSocket(Protocol):
@@ -70,6 +81,9 @@ class Drain:
         # ends itself with an error chunk (gateway/api/views.py) rather than be cut.
         self.stopping_streams = False
         self._sockets: weakref.WeakSet[DrainableSocket] = weakref.WeakSet()
+        # Requests waiting in `unless_stopped`, and those of them the drain has stopped.
+        self._waiting: set[asyncio.Task[Any]] = set()
+        self._stopped: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._server: Any = None  # the uvicorn.Server whose signal handlers we stand before
         self._loop: asyncio.AbstractEventLoop | None = None
         self._previous: dict[int, Any] = {}  # signal.getsignal()'s: a callable, or not
@@ -87,6 +101,26 @@ class Drain:
 
     def discard(self, socket: DrainableSocket) -> None:
         self._sockets.discard(socket)
+
+    async def unless_stopped(self, work: Coroutine[Any, Any, T]) -> T:
+        """`work` awaited in this task, unless the drain stops streams first (shortly
+        before its deadline): then `work` is cancelled (as when its client leaves, so the
+        worker stops) and StoppedForShutdown raised."""
+        if self.stopping_streams:
+            work.close()
+            raise StoppedForShutdown
+        task = asyncio.current_task()
+        assert task is not None, "a coroutine awaited in a task"
+        self._waiting.add(task)
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if task not in self._stopped:
+                raise  # its client left, or the server is cancelling everything
+            task.uncancel()  # this cancel was ours, and is answered here
+            raise StoppedForShutdown from None
+        finally:
+            self._waiting.discard(task)
 
     def install(self, timeout_s: float) -> bool:
         """Stand before uvicorn's SIGTERM and SIGINT handlers; False (and nothing changed)
@@ -152,12 +186,17 @@ class Drain:
 
     def _stop_streams(self) -> None:
         self.stopping_streams = True
+        if self._waiting:
+            logger.warning("drain: stopping %d requests still waiting", len(self._waiting))
+        for task in self._waiting:
+            self._stopped.add(task)
+            task.cancel()
 
     def _cut_short(self) -> None:
         assert self._loop is not None
         logger.warning("SIGINT again: ending the drain now")
         self._deadline = self._loop.time()
-        self.stopping_streams = True
+        self._stop_streams()
         if self._task is not None:
             self._task.cancel()  # its done callback hands over, with no time left
 

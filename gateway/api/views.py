@@ -7,7 +7,7 @@ bodies over MAX_REQUEST_BODY_BYTES never get here (gateway/body_limit.py).
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from gateway.api.common import (
 )
 from gateway.api.held_stream import STREAM_MARK, Held, held_response_events, open_or_hold
 from gateway.api.http_caching import MODEL_LIST_MAX_AGE_S, http_cacheable
-from gateway.drain import drain
+from gateway.drain import StoppedForShutdown, drain
 from gateway.drain_asgi import restarting
 from gateway.serving.chat_body import collect_reply, collect_text_reply
 from gateway.serving.completion import Chunk, Completion
@@ -59,7 +59,7 @@ class ReplyShape:
 
     parse: Callable[[bytes], ChatRequest]
     chunk: Callable[[Completion, Chunk], Chunk | None]
-    whole: Callable[[Completion], Awaitable[dict[str, Any]]]
+    whole: Callable[[Completion], Coroutine[Any, Any, dict[str, Any]]]
     opening: Callable[[Completion], list[Chunk]] = lambda run: []
     id_prefix: str = "chatcmpl"
 
@@ -114,10 +114,14 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
             # it may stream, and be held for a replica: the hold keeps it alive
             opened = await open_or_hold(caller_key, read, directives, request_id)
         else:
-            opened = await open_completion(caller_key, read, directives, request_id)
+            # Up to the first chunk, which for a reply asked whole is all of it.
+            opening = open_completion(caller_key, read, directives, request_id)
+            opened = await drain.unless_stopped(opening)
     except DOMAIN_ERRORS as exc:
         error = api_error(exc)
         return finish(error.response(), request_id, rate_limit_headers_of(exc), model_of(exc))
+    except StoppedForShutdown:  # answered, not cut with no answer at the drain's deadline
+        return finish(restarting().response(), request_id, {})
     if isinstance(opened, Held):
         events = held_response_events(opened, lambda run: _sse(run, shape))
         return finish(EventStream(events), request_id, {}, opened.deployment)
@@ -130,9 +134,11 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
     try:
         async with run:
             try:
-                body = await shape.whole(run)
+                body = await drain.unless_stopped(shape.whole(run))
             except DOMAIN_ERRORS as exc:
                 failure = api_error(exc)
+            except StoppedForShutdown:
+                failure = restarting()
     except BaseException:
         if run.after_reply is not None:  # no reply will carry it to the handler: settle here
             run.after_reply.reply_sent()
