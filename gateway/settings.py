@@ -364,6 +364,9 @@ UPSTREAM_IDLE_TIMEOUT_S = env_float("UPSTREAM_IDLE_TIMEOUT_S", 30.0)
 # whole reply comes at once, so the worker gets this long for all of it (the OpenAI
 # client's own default), where a stream's first token and gaps have the two above.
 UPSTREAM_REPLY_TIMEOUT_S = env_float("UPSTREAM_REPLY_TIMEOUT_S", 600.0)
+# The same for a batch line (asked whole too): at batch priority, behind interactive work,
+# a long line may take more than ten minutes, and no client is waiting on it.
+BATCH_LINE_REPLY_TIMEOUT_S = env_float("BATCH_LINE_REPLY_TIMEOUT_S", 3600.0)
 UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
 QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
 # How long a request for a deployment scaled to zero (autoscale policy min_replicas 0) waits

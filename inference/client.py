@@ -212,9 +212,11 @@ async def whole_from_worker(
     body: dict[str, Any],
     path: str = CHAT_PATH,
     headers: dict[str, str] | None = None,
+    timeout_s: float | None = None,
 ) -> AsyncGenerator[Chunk, None]:
     """Ask one worker for a whole reply, not a stream, and yield it as one chunk (a text
     completion's too, as a chat chunk): what a request the client did not stream is asked.
+    timeout_s: for all of it (default UPSTREAM_REPLY_TIMEOUT_S).
 
     A streamed reply costs this process tens of microseconds of CPU per token in reads,
     parsing and chunk handling (docs/scaling.md, "Tokens relayed"), and the worker its
@@ -228,7 +230,7 @@ async def whole_from_worker(
     payload.update(model=upstream_model, stream=False)  # vLLM refuses stream_options here
     response = None
     try:
-        async with asyncio.timeout(settings.UPSTREAM_REPLY_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s or settings.UPSTREAM_REPLY_TIMEOUT_S):
             response = await post_json(url, path, payload, headers)
             await refused_unless_ok(response, url)
             raw = await response.read_all(MAX_WHOLE_REPLY_BYTES)  # released to the pool

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from inference import fleet
 from inference.chat_request import CHAT_PATH
-from inference.client import close_http_session
+from inference.client import UpstreamError, close_http_session
 from inference.scraper import Scraper
 from inference.snapshot import FleetView, WorkerView
 from scaling.routing.batch_meter import END_LAG_S, BatchMeter, OwnLine, WorkerAllowance
@@ -406,6 +406,60 @@ def test_a_batch_line_is_held_once_its_worker_has_it_whatever_comes_back(setting
         await close_http_session()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_batch_line_asked_whole_that_its_worker_refused_is_not_counted_as_held(settings):
+    """Taken as held when sent, it would count, once ended, as a line the next scrape saw,
+    and its slot would be offered again on the worker that refused it."""
+    settings.BATCH_HEADROOM = 0.1
+    settings.UPSTREAM_MAX_ATTEMPTS = 1
+
+    async def refuse(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"error": {"message": "overloaded"}}, status=503)
+
+    async def scenario() -> None:
+        async with fake_worker(refuse, CHAT_PATH) as url:
+            dispatcher = Dispatcher(StaticFleet([worker(url)]))
+            stream = stream_completion(
+                dispatcher, "sim", long_body(4), Priority.BATCH, path=CHAT_PATH, whole=True
+            )
+            with pytest.raises(UpstreamError):
+                await anext(stream)
+            lines = dispatcher.batch_allowance.lines.get(url)
+            assert lines is None or (not lines.in_flight and not lines.ended)
+        await close_http_session()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_batch_line_asked_whole_has_its_own_timeout_for_all_of_it(settings):
+    """Not UPSTREAM_REPLY_TIMEOUT_S, an interactive client's: a line may take longer."""
+    settings.UPSTREAM_REPLY_TIMEOUT_S = 0.1
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.3)
+        return web.json_response(WHOLE_REPLY)
+
+    async def ask(reply_timeout_s: float | None) -> list[dict[str, Any]]:
+        async with fake_worker(slow, CHAT_PATH) as url:
+            dispatcher = Dispatcher(StaticFleet([worker(url)]))
+            stream = stream_completion(
+                dispatcher,
+                "sim",
+                long_body(4),
+                Priority.BATCH,
+                path=CHAT_PATH,
+                whole=True,
+                reply_timeout_s=reply_timeout_s,
+            )
+            return [chunk async for _, chunk in stream]
+
+    with pytest.raises(UpstreamError, match="no whole reply in time"):
+        asyncio.run(ask(None))
+    [chunk] = asyncio.run(ask(5.0))
+    assert chunk["usage"]["completion_tokens"] == 1
 
 
 @pytest.mark.unit

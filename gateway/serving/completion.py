@@ -391,6 +391,9 @@ class Completion:
             headers=self.deployment.worker_headers,
             on_hold=self.on_hold,
             whole=self.asks_whole_reply,
+            reply_timeout_s=settings.BATCH_LINE_REPLY_TIMEOUT_S
+            if self.reservation.batch_id
+            else None,
         )
         async with aclosing(stream) as upstream:
             async for lease, chunk in upstream:

@@ -27,15 +27,20 @@ account, per deployment for the meter and per worker for the allowance. They dif
 when a line is held:
 
 - the allowance's, from the worker's first answer on it (the dispatcher is told of a
-  stream's first chunk): a line granted just before a scrape may not have reached the
+  streamed line's first chunk): a line granted just before a scrape may not have reached the
   worker yet (a loaded gateway). Counted from its grant and against one scrape time
   stamped after the reading, a worker took two lines more than its spare in a CI run.
   Until its first answer a line counts against the room twice, once as ours and once in
   the worker's own counts: conservative, for as long as it waits in the worker's queue
-  and prefills. An embeddings line, and a chat line asked whole, has no first chunk
-  before its whole answer: it is taken as held from the moment it is sent
-  (gateway/serving/embeddings.py, scaling/routing/streaming.py), else each would count
-  twice for its whole life and the lines would fill half the room;
+  and prefills. An embeddings line, and a chat line asked whole (every one without
+  logprobs), has no first chunk before its whole answer: it is taken as held from the
+  moment the request is about to be sent (gateway/serving/embeddings.py,
+  scaling/routing/streaming.py), else each would count twice for its whole life and the
+  lines would fill half the room; and as not held again if its worker refused it or
+  failed. That moment is before the request is written: a runner whose loop lags may
+  reach the worker after a scrape that began asking in between, and that scrape's slot
+  for it is offered once more until the next (the risk counting from the grant had; a
+  runner dispatches only its own lines, so its loop lags far less than a gateway's);
 - the meter's, from its start: the runner does not see a line's first chunk, and the
   meter only lets lines queue; where each may run is the allowance's to say.
 
@@ -101,7 +106,8 @@ class OwnLine:
     ended_at: float | None = None
 
     def answered(self) -> None:
-        """The worker has answered it (its first chunk): it holds the line from now on."""
+        """The worker holds the line from now on: its first chunk came, or (a line asked
+        whole, an embeddings line) it is being sent."""
         if self.seen_from is None:
             self.seen_from = time.time()
 
@@ -251,8 +257,8 @@ class WorkerAllowance:
         return math.floor(counted + worker_spare(worker, headroom)) - len(lines)
 
     def granted(self, worker: WorkerView) -> OwnLine:
-        """A batch line got a slot on `worker`: tell it `answered()` on the worker's first
-        chunk, and pass it to `released`."""
+        """A batch line got a slot on `worker`: tell it `answered()` once the worker holds
+        it (OwnLine.answered), and pass it to `released`."""
         lines = self.lines.get(worker.url)
         if lines is None:
             self._forget_gone_workers()

@@ -34,6 +34,7 @@ async def stream_completion(
     headers: dict[str, str] | None = None,
     on_hold: Callable[[str], None] | None = None,
     whole: bool = False,
+    reply_timeout_s: float | None = None,
 ) -> AsyncGenerator[tuple[Lease, dict[str, Any]], None]:
     """Yield (lease, chunk) pairs; retries other workers only until the first chunk.
 
@@ -46,8 +47,16 @@ async def stream_completion(
     endpoint (a text completion's is /v1/completions). headers: sent to every worker tried
     (the deployment's API key for them). on_hold: the dispatcher's (Dispatcher.acquire).
     whole: ask each worker for the whole reply at once, which comes as one chunk
-    (inference/client.py, `whole_from_worker`): for a request whose client does not stream."""
-    ask = whole_from_worker if whole else stream_from_worker
+    (inference/client.py, `whole_from_worker`): for a request whose client does not stream;
+    reply_timeout_s: its worker's time for all of it (default UPSTREAM_REPLY_TIMEOUT_S).
+    A batch line asked whole is held in the batch allowance from when it is sent, since
+    nothing comes back before its end (scaling/routing/batch_meter.py)."""
+
+    def ask(url: str, model: str) -> AsyncGenerator[dict[str, Any], None]:
+        if whole:
+            return whole_from_worker(url, model, body, path, headers, reply_timeout_s)
+        return stream_from_worker(url, model, body, path, headers)
+
     tried: set[str] = set()
     failure: UpstreamError | None = None
     for attempt in range(1, settings.UPSTREAM_MAX_ATTEMPTS + 1):
@@ -73,9 +82,7 @@ async def stream_completion(
             lease.batch_line.answered()
         try:
             # aclosing: a consumer that stops early closes the upstream stream now, not at GC.
-            async with aclosing(
-                ask(lease.worker.url, lease.worker.upstream_model, body, path, headers)
-            ) as chunks:
+            async with aclosing(ask(lease.worker.url, lease.worker.upstream_model)) as chunks:
                 async for chunk in chunks:
                     if not started and lease.batch_line is not None:
                         lease.batch_line.answered()  # the worker holds it: scrapes count it
@@ -83,6 +90,10 @@ async def stream_completion(
                     yield lease, chunk
             return
         except UpstreamError as exc:
+            if whole and lease.batch_line is not None:
+                # Taken as held when sent; the worker may have refused it or never got it,
+                # so its slot is not offered again on the strength of a scrape (batch_meter).
+                lease.batch_line.seen_from = None
             if started or not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
                 raise
             failure = exc
