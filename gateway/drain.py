@@ -30,10 +30,10 @@ first signal it:
    of the timeout as its graceful-shutdown timeout, so in-flight HTTP gets until the same
    deadline. uvicorn then does the rest as before and exits.
 
-At that same moment an SSE stream still running ends with an error chunk, and an HTTP
-request still waiting for a whole reply (`unless_stopped`) is stopped and answered 503
-with Retry-After, as a request that reaches a draining process is: without it, uvicorn's
-own deadline would cut its connection with no answer.
+At that same moment an SSE stream still running ends with an error chunk, and a chat or
+text completion still waiting for its reply or its first chunk (`unless_stopped`) is
+stopped and answered 503 with Retry-After, as a request that reaches a draining process
+is: without it, uvicorn's deadline would answer it a plain-text 500.
 
 A second SIGTERM while draining changes nothing (uvicorn's multi-worker parent passes one
 on to each worker, and `make run`'s supervisor signals the whole process group); a second
@@ -117,10 +117,12 @@ class Drain:
         except asyncio.CancelledError:
             if task not in self._stopped:
                 raise  # its client left, or the server is cancelling everything
-            task.uncancel()  # this cancel was ours, and is answered here
-            raise StoppedForShutdown from None
+            if task.uncancel() > 0:
+                raise  # cancelled by another too (its client left): theirs to handle
+            raise StoppedForShutdown from None  # this cancel was ours, and is answered here
         finally:
             self._waiting.discard(task)
+            self._stopped.discard(task)
 
     def install(self, timeout_s: float) -> bool:
         """Stand before uvicorn's SIGTERM and SIGINT handlers; False (and nothing changed)
@@ -185,6 +187,8 @@ class Drain:
         return self._deadline - min(STOP_MARGIN_S, self._timeout_s / 4)
 
     def _stop_streams(self) -> None:
+        if self.stopping_streams:
+            return  # once (a second Ctrl-C after the deadline's stop, or before it)
         self.stopping_streams = True
         if self._waiting:
             logger.warning("drain: stopping %d requests still waiting", len(self._waiting))

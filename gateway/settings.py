@@ -367,6 +367,9 @@ UPSTREAM_REPLY_TIMEOUT_S = env_float("UPSTREAM_REPLY_TIMEOUT_S", 600.0)
 # The same for a batch line (asked whole too): at batch priority, behind interactive work,
 # a long line may take more than ten minutes, and no client is waiting on it.
 BATCH_LINE_REPLY_TIMEOUT_S = env_float("BATCH_LINE_REPLY_TIMEOUT_S", 3600.0)
+for _name in ("UPSTREAM_REPLY_TIMEOUT_S", "BATCH_LINE_REPLY_TIMEOUT_S"):
+    if globals()[_name] <= 0:
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]} must be more than 0 seconds.")
 UPSTREAM_MAX_ATTEMPTS = env_int("UPSTREAM_MAX_ATTEMPTS", 3, minimum=1)
 QUEUE_TIMEOUT_S = env_float("QUEUE_TIMEOUT_S", 30.0)
 # How long a request for a deployment scaled to zero (autoscale policy min_replicas 0) waits

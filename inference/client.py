@@ -230,7 +230,9 @@ async def whole_from_worker(
     payload.update(model=upstream_model, stream=False)  # vLLM refuses stream_options here
     response = None
     try:
-        async with asyncio.timeout(timeout_s or settings.UPSTREAM_REPLY_TIMEOUT_S):
+        if timeout_s is None:
+            timeout_s = settings.UPSTREAM_REPLY_TIMEOUT_S
+        async with asyncio.timeout(timeout_s):
             response = await post_json(url, path, payload, headers)
             await refused_unless_ok(response, url)
             raw = await response.read_all(MAX_WHOLE_REPLY_BYTES)  # released to the pool

@@ -25,7 +25,7 @@ from asgiref.testing import ApplicationCommunicator
 from foundation.embedded_redis import free_port
 from gateway import launcher
 from gateway.asgi import application
-from gateway.drain import drain
+from gateway.drain import Drain, StoppedForShutdown, drain
 from gateway.supervisor import Supervisor
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
@@ -367,6 +367,52 @@ async def asgi_request(path: str, method: str = "GET") -> tuple[int, dict[str, s
             break
     headers = {name.decode(): value.decode() for name, value in start["headers"]}
     return start["status"], headers, body
+
+
+async def _waiting_request(stopper: Drain) -> tuple[asyncio.Task[str], asyncio.Event]:
+    """A request task waiting in stopper.unless_stopped; the event is set if its work was
+    cancelled (its worker let go)."""
+    let_go = asyncio.Event()
+
+    async def reply() -> str:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            let_go.set()
+        return "reply"
+
+    task = asyncio.create_task(stopper.unless_stopped(reply()))
+    await asyncio.sleep(0)  # now waiting
+    return task, let_go
+
+
+@pytest.mark.unit
+def test_the_drains_stop_lets_a_waiting_request_go_and_answers_it_as_restarting():
+    async def scenario() -> None:
+        stopper = Drain()
+        task, let_go = await _waiting_request(stopper)
+        stopper._stop_streams()
+        with pytest.raises(StoppedForShutdown):
+            await task
+        assert let_go.is_set() and task.cancelling() == 0  # nothing left to cancel it
+        late = stopper.unless_stopped(asyncio.sleep(0))  # reaches it after the stop
+        with pytest.raises(StoppedForShutdown):
+            await late
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.unit
+def test_a_request_its_client_left_is_cancelled_as_before_even_as_the_drain_stops_it():
+    async def scenario() -> None:
+        stopper = Drain()
+        task, _ = await _waiting_request(stopper)
+        task.cancel()  # the client left (gateway/api_handler.py), in the same loop turn
+        stopper._stop_streams()
+        with pytest.raises(asyncio.CancelledError):  # its handler's to swallow, not a 503
+            await task
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.unit

@@ -112,7 +112,9 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
 
         if STREAM_MARK in request.body and await cold_start.any_deployment():
             # it may stream, and be held for a replica: the hold keeps it alive
-            opened = await open_or_hold(caller_key, read, directives, request_id)
+            opened = await drain.unless_stopped(
+                open_or_hold(caller_key, read, directives, request_id)
+            )
         else:
             # Up to the first chunk, which for a reply asked whole is all of it.
             opening = open_completion(caller_key, read, directives, request_id)
@@ -134,7 +136,11 @@ async def _complete(request: HttpRequest, shape: ReplyShape) -> HttpResponseBase
     try:
         async with run:
             try:
-                body = await drain.unless_stopped(shape.whole(run))
+                # A reply asked whole is in hand already (its first chunk): not stopped.
+                assembling = shape.whole(run)
+                body = await (
+                    assembling if run.asks_whole_reply else drain.unless_stopped(assembling)
+                )
             except DOMAIN_ERRORS as exc:
                 failure = api_error(exc)
             except StoppedForShutdown:

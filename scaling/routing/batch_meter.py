@@ -33,8 +33,8 @@ when a line is held:
   Until its first answer a line counts against the room twice, once as ours and once in
   the worker's own counts: conservative, for as long as it waits in the worker's queue
   and prefills. An embeddings line, and a chat line asked whole (every one without
-  logprobs), has no first chunk before its whole answer: it is taken as held from the
-  moment the request is about to be sent (gateway/serving/embeddings.py,
+  logprobs or prompt_logprobs), has no first chunk before its whole answer: it is taken
+  as held from the moment the request is about to be sent (gateway/serving/embeddings.py,
   scaling/routing/streaming.py), else each would count twice for its whole life and the
   lines would fill half the room; and as not held again if its worker refused it or
   failed. That moment is before the request is written: a runner whose loop lags may
