@@ -228,8 +228,8 @@ async def _from_workers(run: EmbeddingRun, request: EmbeddingRequest) -> list[Ve
             )
         except UpstreamError as exc:
             run.used_tokens = 0  # a worker that failed or refused did no work to bill
-            if lease.batch_line is not None:  # nor holds the line (batch_meter.py)
-                lease.batch_line.seen_from = None
+            if lease.batch_line is not None:
+                lease.batch_line.not_held()  # nor holds the line
             if not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
                 raise
             failure = exc

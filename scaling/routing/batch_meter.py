@@ -111,6 +111,11 @@ class OwnLine:
         if self.seen_from is None:
             self.seen_from = time.time()
 
+    def not_held(self) -> None:
+        """Its worker refused it or failed: taken as held when sent (a line asked whole),
+        it must not count, once ended, as a line a scrape saw (its slot offered again)."""
+        self.seen_from = None
+
 
 class OwnLines:
     """Batch lines sent somewhere (a deployment, a worker): those in flight, and those that

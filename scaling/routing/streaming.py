@@ -90,10 +90,8 @@ async def stream_completion(
                     yield lease, chunk
             return
         except UpstreamError as exc:
-            if whole and lease.batch_line is not None:
-                # Taken as held when sent; the worker may have refused it or never got it,
-                # so its slot is not offered again on the strength of a scrape (batch_meter).
-                lease.batch_line.seen_from = None
+            if whole and lease.batch_line is not None:  # held from when it was sent
+                lease.batch_line.not_held()  # the worker refused it, or may never have got it
             if started or not exc.retryable or attempt == settings.UPSTREAM_MAX_ATTEMPTS:
                 raise
             failure = exc
