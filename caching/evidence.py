@@ -11,6 +11,14 @@ falls in one cell of a small table, by
   food"), one swapped for another, some only on one side (a detail added or dropped), or
   reworded (words only on each side);
 - its cosine band;
+- whether both texts ask (a question or a request: "...?", "How do I...", "Convert 5
+  miles to km"), or either is a statement. The two are measured apart because they fail
+  differently: STS-B's statements (news, captions, forum posts) that reword each other
+  at cosine 0.90 are often only related ("A man is slicing a tomato" / "A man is slicing
+  a potato"), while reworded questions at that cosine mostly ask the same thing; one
+  table for both gave every question the statements' rate. Pairs whose content words are
+  the same in the same order share one cell whatever they are: nothing is left for the
+  two kinds of text to differ on.
 
 and the cell's false-hit rate, measured on development pairs only (STS-B train and dev,
 the adversarial pairs, the generated set's development half: `manage.py
@@ -72,11 +80,30 @@ def content_words(text: str) -> list[str]:
 
 BANDS = (0.95, 0.90, 0.85, FLOOR)  # cosine bands, by their lower edge
 
+# A text asks when it ends with a question mark or opens with one of these: question
+# words, the verbs that open a yes/no question, and the imperatives of a request.
+_ASKING_WORDS = """
+what whats how why when where who whom whose which
+can could do does did is are was were will would shall should may might am has have
+give tell show list explain describe convert translate find suggest recommend name
+write make help compare calculate define summarize summarise
+"""
+_ASKING_OPENERS = frozenset(_ASKING_WORDS.split())
+
+
+def asks(text: str) -> bool:
+    """A question or a request, rather than a statement."""
+    if text.rstrip().endswith("?"):
+        return True
+    first = _WORD.search(text.lower())
+    return first is not None and first.group() in _ASKING_OPENERS
+
 
 @dataclass(frozen=True)
 class Evidence:
     relation: str  # same-order, reordered, one-swap, one-sided, reworded
     band: float  # the lower edge of the cosine's band
+    asking: bool = False  # both texts ask (see asks())
 
     @classmethod
     def of(cls, query: str, candidate: str, cosine: float) -> "Evidence":
@@ -91,11 +118,14 @@ class Evidence:
         else:
             relation = "reworded"
         band = next((edge for edge in BANDS if cosine >= edge), 0.0)
-        return cls(relation, band)
+        return cls(relation, band, asks(query) and asks(candidate))
 
     @property
     def cell(self) -> str:
-        return f"{self.relation} {self.band:.2f}"
+        if self.relation == "same-order":
+            return f"same-order {self.band:.2f}"
+        kind = "asking" if self.asking else "stating"
+        return f"{kind} {self.relation} {self.band:.2f}"
 
 
 @dataclass(frozen=True)

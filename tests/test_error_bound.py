@@ -10,7 +10,7 @@ from django.conf import settings
 from bench import calibration
 from bench.question_pairs import generated_pairs
 from caching import eviction, semantic
-from caching.evidence import Evidence, FalseHitTable, content_words, false_hit_table
+from caching.evidence import Evidence, FalseHitTable, asks, content_words, false_hit_table
 from caching.exact import CachedReply
 from inference.embeddings import OnnxMiniLM
 from tests.semantic_slots import probed_slot
@@ -65,10 +65,48 @@ def test_the_bound_holds_on_a_stream_of_questions_with_known_truth(redis_url, mi
 
 @pytest.mark.unit
 def test_a_cell_with_no_false_hit_in_few_pairs_is_not_promised_as_zero():
-    table = FalseHitTable({"same-order 0.95": (0, 65), "reordered 0.95": (11, 24)}, "test")
+    table = FalseHitTable({"same-order 0.95": (0, 65), "asking reordered 0.95": (11, 24)}, "test")
     assert table.probability(Evidence("same-order", 0.95)) == pytest.approx(0.5 / 66)
-    assert table.probability(Evidence("reordered", 0.95)) == pytest.approx(11.5 / 25)
-    assert table.probability(Evidence("one-swap", 0.70)) == 0.5  # never seen: a coin
+    assert table.probability(Evidence("reordered", 0.95, asking=True)) == pytest.approx(11.5 / 25)
+    assert table.probability(Evidence("reordered", 0.95)) == 0.5  # never seen: a coin
+    assert table.probability(Evidence("one-swap", 0.70)) == 0.5
+
+
+@pytest.mark.unit
+def test_questions_and_statements_are_rated_apart_but_the_same_words_in_order_are_not():
+    table = FalseHitTable(
+        {"asking reworded 0.90": (2, 118), "stating reworded 0.90": (28, 138)}, "test"
+    )
+    question = Evidence.of("How do I cancel my plan?", "Steps to terminate a subscription?", 0.91)
+    statement = Evidence.of("I cancelled my plan", "My subscription was terminated", 0.91)
+    assert (question.cell, statement.cell) == ("asking reworded 0.90", "stating reworded 0.90")
+    assert table.probability(question) == pytest.approx(2.5 / 119)
+    assert table.probability(statement) == pytest.approx(28.5 / 139)
+    # a question and a statement: the statements' cell
+    mixed = Evidence.of("How do I cancel my plan?", "I cancelled my plan last week", 0.91)
+    assert mixed.cell.startswith("stating ")
+    # the same content words in order: one cell, asked or stated
+    assert Evidence.of("What is the capital of France?", "capital of France", 0.96).cell == (
+        "same-order 0.95"
+    )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "asking"),
+    [
+        ("What's the capital of France?", True),
+        ("capital of France?", True),
+        ("Convert 5 miles to kilometres", True),
+        ("how do i reset my password", True),
+        ("Explain recursion like I'm five.", True),
+        ("A man is slicing a tomato.", False),
+        ("The capital of France is Paris", False),
+        ("I cancelled my plan", False),
+    ],
+)
+def test_a_text_asks_when_it_is_a_question_or_a_request(text, asking):
+    assert asks(text) is asking
 
 
 @pytest.mark.unit

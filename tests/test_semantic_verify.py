@@ -101,6 +101,11 @@ ACCEPTED = [
         "May I reset my password?", "Can I reset my password?", id="paraphrase-may-is-not-a-month"
     ),
     pytest.param("What's 2 + 2?", "What is two plus two?", id="paraphrase-arithmetic-in-words"),
+    pytest.param(
+        "How many tablespoons are in 12 cups of sugar?",
+        "12 cups of sugar is how many tablespoons?",
+        id="paraphrase-conversion-asked-the-same-way-round",
+    ),
 ]
 
 REJECTED = [
@@ -166,6 +171,18 @@ REJECTED = [
         "How do I get the second element of an array?",
         "numbers",
         id="numbers-ordinals",
+    ),
+    pytest.param(
+        "How many tablespoons is 12 cups of butter?",
+        "I have 12 tablespoons of butter; how many cups is that?",
+        "numbers",
+        id="numbers-conversion-asked-the-other-way-round",
+    ),
+    pytest.param(
+        "What is 26.2 kilometres in yards?",
+        "What is 26.2 centimetres in yards?",
+        "numbers",
+        id="numbers-metric-units-spelled-out",
     ),
     pytest.param(
         "What's the weather in Berlin tomorrow?",

@@ -29,6 +29,8 @@ class Features:
     dates: set[str]
     negations: int
     units: set[str]
+    # each number's units, named right after it: "12 cups in tablespoons" -> {"=12": {"cup"}}
+    measures: dict[str, set[str]]
 
     @property
     def numbers(self) -> set[str]:
@@ -48,12 +50,13 @@ def analyze(text: str) -> Features:
     words, caps = _scan(CLOCK.sub(blank, text), dates)
     seq = collapse_numbers(words)
     units = {UNIT[w] for w in seq if w in UNIT}
-    units |= {
-        AFTER_NUMBER[w]
-        for prev, w in itertools.pairwise(seq)
-        if w in AFTER_NUMBER and prev[0] in "=#"
-    }
-    return Features(seq, caps, dates, count_negations(seq), units)
+    measures: dict[str, set[str]] = {}
+    for prev, w in itertools.pairwise(seq):
+        unit = UNIT.get(w) or AFTER_NUMBER.get(w)
+        if unit is not None and prev[0] in "=#":
+            measures.setdefault(prev, set()).add(unit)
+            units.add(unit)
+    return Features(seq, caps, dates, count_negations(seq), units, measures)
 
 
 def _scan(text: str, dates: set[str]) -> tuple[list[str], set[str]]:

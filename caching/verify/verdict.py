@@ -8,8 +8,9 @@ A cached answer to one is a wrong answer to the other, so a candidate above the 
 threshold must also pass `verify`, which rejects the pair when the two texts differ in:
 
 - negation: the number of negators (not, never, without, nobody, n't...);
-- numbers: values ("5" == "five", "twice" == "two times", "two dozen" == 24) and units
-  (kg vs lb, tablespoon vs teaspoon);
+- numbers: values ("5" == "five", "twice" == "two times", "two dozen" == 24), units
+  (kg vs lb, tablespoon vs teaspoon) and which unit a number is in ("12 cups in
+  tablespoons" vs "12 tablespoons in cups");
 - dates: months, weekdays, years, times (5pm == 17:00), today/tomorrow, next/last week;
 - entities: words capitalised mid-sentence or acronyms in either text, compared in lower
   case, so "France" matches "france" but not "Spain";
@@ -62,6 +63,10 @@ def verify_analyzed(q: Features, c: Features) -> Verdict:
     # units only when both name some: a unit on one side is often the answer's ("how many
     # liters of water a day" asks what "how much water a day" does)
     if numbers != c.numbers or (q.units and c.units and q.units != c.units):
+        return Verdict(False, "numbers")
+    # the same units, bound to the number differently: "12 cups in tablespoons" / "12
+    # tablespoons in cups" (a conversion asked the other way round)
+    if any(q.measures[n] != c.measures[n] for n in q.measures.keys() & c.measures.keys()):
         return Verdict(False, "numbers")
     if q.dates != c.dates:
         return Verdict(False, "dates")
