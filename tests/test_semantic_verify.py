@@ -101,9 +101,15 @@ ACCEPTED = [
         "May I reset my password?", "Can I reset my password?", id="paraphrase-may-is-not-a-month"
     ),
     pytest.param("What's 2 + 2?", "What is two plus two?", id="paraphrase-arithmetic-in-words"),
+    pytest.param("100 g of rice in calories", "100 grams of rice in calories", id="paraphrase-g"),
     pytest.param(
-        "How many tablespoons are in 12 cups of sugar?",
-        "12 cups of sugar is how many tablespoons?",
+        "How much water does my yard need?",
+        "How much water does my lawn need?",
+        id="paraphrase-yard-not-after-a-number-is-no-unit",
+    ),
+    pytest.param(
+        "How many feet are in 40 metres?",
+        "40 metres is how many feet?",
         id="paraphrase-conversion-asked-the-same-way-round",
     ),
 ]
@@ -173,10 +179,13 @@ REJECTED = [
         id="numbers-ordinals",
     ),
     pytest.param(
-        "How many tablespoons is 12 cups of butter?",
-        "I have 12 tablespoons of butter; how many cups is that?",
+        "5 miles is how many kilometres?",
+        "5 kilometres is how many miles?",
         "numbers",
         id="numbers-conversion-asked-the-other-way-round",
+    ),
+    pytest.param(
+        "Is 5 mm of rain a lot?", "Is 5 m of rain a lot?", "numbers", id="numbers-m-vs-mm"
     ),
     pytest.param(
         "What is 26.2 kilometres in yards?",

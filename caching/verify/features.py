@@ -1,4 +1,5 @@
-"""A text as verify() compares it: lower-case words, likely names, dates, negations, units.
+"""A text as verify() compares it: lower-case words, likely names, dates, negations, units,
+and which unit each number is in.
 
 Every check works on these features rather than on the raw text, so the tokenising (dates
 out first, numbers collapsed to values, capitals read as names only mid-sentence) happens

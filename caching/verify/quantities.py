@@ -90,8 +90,8 @@ UNIT = {
         "m": "meter meters metre metres",
         "cm": "cm centimeter centimeters centimetre centimetres",
         "mm": "mm millimeter millimeters millimetre millimetres",
-        "yd": "yd yard yards",
-        "ft": "ft foot feet",
+        "yd": "yd",
+        "ft": "ft feet",
         "inch": "inch inches",
         "px": "px pixel pixels",
         "mb": "mb megabyte",
@@ -116,6 +116,13 @@ AFTER_NUMBER = {
         "year",
     ]
     for s in ("", "s")
+} | {  # units whose names are common words or letters: only right after a number ("5 m")
+    "foot": "ft",
+    "yard": "yd",
+    "yards": "yd",
+    "m": "m",
+    "g": "g",
+    "mi": "mile",
 }
 
 
