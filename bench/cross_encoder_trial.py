@@ -10,10 +10,11 @@ on the same data sets and halves as `manage.py cache_precision`:
 - **Would an honest bound keep it?** A false-hit table whose cells are verification's word
   relation by the cross-encoder's score band, measured the way caching/evidence.py's was
   (before it rated questions apart) but only on pairs the scoring model never trained
-  on: STS-B dev (the models trained on STS-B train), and each development question pair scored by the model of the other fold (the
-  development question pairs are split in two by intent, and a model trained on each
-  half); then the bound's precision and recall on every set, the held-out halves scored by
-  the model trained on all the development pairs.
+  on: STS-B dev (the models trained on STS-B train), and each development question pair
+  scored by the model of the other fold (the development question pairs are split in two
+  by intent, and a model trained on each half); then the bound's precision and recall on
+  every set, the held-out halves scored by the model trained on all the development
+  pairs.
 """
 
 from collections.abc import Iterable, Sequence

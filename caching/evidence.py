@@ -8,8 +8,9 @@ falls in one cell of a small table, by
 - how its content words (lower case, stop words out, endings cut) relate to the
   question's: the same in the same order (only stop words, case, punctuation or endings
   differ), the same reordered (swapped roles: "can dogs eat cat food" / "can cats eat dog
-  food"), one swapped for another, some only on one side (a detail added or dropped), or
-  reworded (words only on each side);
+  food"), reframed (only words that frame a request differ: "could you tell me", "I want
+  to", "how many"), one swapped for another, some only on one side (a detail added or
+  dropped), or reworded (words only on each side);
 - its cosine band;
 - whether both texts ask (a question or a request: "...?", "How do I...", "Convert 5
   miles to km"), or either is a statement. The two are measured apart because they fail
@@ -107,9 +108,28 @@ def asks(text: str) -> bool:
     return False
 
 
+# Words that change how a question is asked, not what it asks: "Could you tell me the
+# capital of Canada?" / "What is the capital of Canada?". Personal pronouns count only on
+# one side: "How do I get a refund from you?" / "... from me?" asks something else.
+_PRONOUNS = frozenset(content_words("i me my you your we us our"))
+_FRAME = _PRONOUNS | frozenset(
+    content_words(
+        "can could would will how what which many much into tell give show find explain "
+        "describe convert translate say want need like help wonder"
+    )
+)
+
+
+def _reframed(only_mine: set[str], only_theirs: set[str]) -> bool:
+    differing = only_mine | only_theirs
+    if not differing <= _FRAME:
+        return False
+    return not (only_mine and only_theirs and differing & _PRONOUNS)
+
+
 @dataclass(frozen=True)
 class Evidence:
-    relation: str  # same-order, reordered, one-swap, one-sided, reworded
+    relation: str  # same-order, reordered, reframed, one-swap, one-sided, reworded
     band: float  # the lower edge of the cosine's band
     asking: bool = False  # both texts ask (see asks())
 
@@ -119,6 +139,8 @@ class Evidence:
         only_mine, only_theirs = set(mine) - set(theirs), set(theirs) - set(mine)
         if not only_mine and not only_theirs:
             relation = "same-order" if mine == theirs else "reordered"
+        elif _reframed(only_mine, only_theirs):
+            relation = "reframed"
         elif len(only_mine) == 1 and len(only_theirs) == 1:
             relation = "one-swap"
         elif not only_mine or not only_theirs:

@@ -119,6 +119,15 @@ def test_a_text_asks_when_it_is_a_question_or_a_request(text, asking):
         ("Best pizza in Rome", "Best pizza in Rome for children", "one-sided"),
         ("How do I cancel my plan?", "Steps to terminate a subscription", "reworded"),
         ("When did the war end?", "Why did the war end?", "one-swap"),  # not stop words
+        (
+            "Could you tell me what the capital of Canada is?",
+            "What's Canada's capital?",
+            "reframed",
+        ),
+        ("How do I cancel my plan?", "I want to cancel my plan, how do I do that?", "reframed"),
+        # pronouns differing on both sides ask something else: not reframed
+        ("How do I get a refund from you?", "How do you get a refund from me?", "one-swap"),
+        ("Can I take it?", "Can you take it for me?", "reworded"),
     ],
 )
 def test_evidence_names_how_the_content_words_relate(query, candidate, relation):

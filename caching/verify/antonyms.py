@@ -71,6 +71,10 @@ ANTONYMS = (  # base forms; inflect adds -s, -ed, -ing, -er, -est
     "add plus/subtract minus",
     "hire/fire",
     "input/output",
+    "raw uncooked/cooked",
+    "in inside inbound login/out outside outbound logout",
+    "near nearest closest/far farther farthest furthest",
+    "backup/restore",
 )
 
 

@@ -67,8 +67,9 @@ _RELATIVE = {
 CLOCK = re.compile(
     r"\b(?=[\dQq])(?:(?P<h>\d{1,2})(?::(?P<mi>\d\d))?\s*(?P<ap>[aApP])\.?[mM]\b\.?"
     r"|(?P<h24>\d{1,2}):(?P<mi24>\d\d)\b|(?P<ymd>\d{1,4}[/-]\d{1,2}[/-]\d{1,4})\b"
-    # A year unless a lower-case word follows: "in 2018" is a year, "2000 meters" is not.
-    r"|(?<![.,$])(?P<y>(?:19|20)\d\d)(?![\w.,%]|\s+(?!(?:and|or|to|vs)\b)[a-z])"
+    # A year unless a lower-case word follows: "in 2018" is a year, "2000 meters" is not;
+    # nor a digit after a point or comma ("2018.5", "2018,000"), but "In 2018, ..." is one.
+    r"|(?<![.,$])(?P<y>(?:19|20)\d\d)(?![\w%]|[.,]\d|\s+(?!(?:and|or|to|vs)\b)[a-z])"
     r"|[Qq](?P<q>[1-4])\b)"
 )
 

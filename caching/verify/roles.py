@@ -1,8 +1,8 @@
 """Swapped roles: "USD to EUR" and "EUR to USD" share every word, and embed alike.
 
 verify() turns a pair down when a word a direction word points at (from, to, than, by,
-over) is bound differently on the two sides, or when names and numbers appear in the
-opposite order without a symmetric joiner between them ("Alice owes Bob" vs "Bob owes
+over) is bound differently on the two sides, or when two names or two numbers appear in
+the opposite order without a symmetric joiner between them ("Alice owes Bob" vs "Bob owes
 Alice", but not "Alice and Bob" vs "Bob and Alice").
 """
 
@@ -87,10 +87,19 @@ def swapped(q: list[str], c: list[str], anchors: set[str]) -> bool:
             for y in only_c
         ):
             return True
-    # names and numbers in the opposite order and not joined symmetrically: "Alice owes Bob"
+    # two names, or two numbers, in the opposite order and not joined symmetrically: "Alice
+    # owes Bob", "subtract 5 from 12". A name and a number are not two parties to swap:
+    # "the 2025 tax deadline in Canada" / "Canada's tax deadline for 2025".
     shared = sorted(a for a in anchors if a in oq.first and a in oc.first)
     return any(
-        oq.before(x, y) != oc.before(x, y) and not oq.symmetric(x, y) and not oc.symmetric(x, y)
+        _is_number(x) == _is_number(y)
+        and oq.before(x, y) != oc.before(x, y)
+        and not oq.symmetric(x, y)
+        and not oc.symmetric(x, y)
         for i, x in enumerate(shared)
         for y in shared[i + 1 :]
     )
+
+
+def _is_number(anchor: str) -> bool:
+    return anchor[0] in "=#"

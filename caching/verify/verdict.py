@@ -16,12 +16,14 @@ threshold must also pass `verify`, which rejects the pair when the two texts dif
   case, so "France" matches "france" but not "Spain";
 - antonyms: a listed opposite, or an un-/dis- prefix, on one side only;
 - roles: a word after from/to/than/by on one side bound differently on the other ("from
-  Paris to London" vs "from London to Paris"), or names/numbers in swapped order not
-  joined by and/or/vs ("Alice owes Bob" vs "Bob owes Alice").
+  Paris to London" vs "from London to Paris"), or two names or two numbers in swapped
+  order not joined by and/or/vs ("Alice owes Bob" vs "Bob owes Alice").
 
 It does not catch changed lower-case nouns ("ibuprofen" vs "paracetamol", an all-lower-case
 "france" vs "spain"), role swaps without a direction word or name ("can dogs eat cat food"
-vs "can cats eat dog food"), opposites not in its list ("zoom in" vs "zoom out") or
+vs "can cats eat dog food"), opposites not in its list ("legal" vs "illegal", "synonym"
+vs "antonym"), an opposite whose partner also appears in another sense ("turn on dark
+mode on Slack" vs "turn off dark mode on Slack": "on" is on both sides) or
 symbols ("2 + 2" vs "2 - 2"). It also turns down some true paraphrases ("Go" vs "Golang",
 "keep it" vs "without deleting it"): a false rejection costs a cache miss, a false
 acceptance a wrong answer. Pure and stateless: nothing is cached between calls.
