@@ -105,9 +105,10 @@ _OPPOSITE_OF = _opposite_of()
 
 
 def opposed(q: set[str], c: set[str]) -> bool:
-    """One side has a word whose listed opposite is on the other side only."""
+    """A word on one side only whose listed opposite is on the other side only: "at its
+    closest" / "at its farthest", though "how far" is on both."""
     sides: list[dict[int, int]] = [{}, {}]  # pair number -> sides present (bits)
-    for words, found in zip((q, c), sides, strict=True):
+    for words, found in zip((q - c, c - q), sides, strict=True):
         for w in words:
             for number, bit in _OPPOSITE_OF.get(w, ()):
                 found[number] = found.get(number, 0) | bit

@@ -3,8 +3,8 @@ rate on each data set and half: at error bounds (the team's max_false_hit_rate),
 fixed thresholds with verification, and for plain cosine.
 
 Development data (what the false-hit model is fit on: `calibrate_semantic_cache`): STS-B
-train and dev, the adversarial pairs, the generated pairs' development half. Held out
-(never fit or tuned on): STS-B test and the generated pairs' held-out half.
+train and dev, the adversarial pairs, the generated pairs' development half and third
+group. Held out (never fit on): STS-B test and the generated pairs' held-out half.
 """
 
 from typing import Any
