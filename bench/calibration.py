@@ -37,7 +37,7 @@ def data_sets() -> dict[str, list[Pair]]:
 
 
 # The development pairs' cosines as the table was measured (float32, in the order of
-# development_pairs()). ONNX Runtime's int8 kernels differ by CPU (with and without
+# development_sets()). ONNX Runtime's int8 kernels differ by CPU (with and without
 # AVX-512 VNNI a few products round or saturate differently), moving a few pairs across a
 # band edge, so the table is a function of these recorded cosines, not of whichever CPU
 # runs the tests; tests check that this CPU's cosines are the same within that noise.

@@ -8,8 +8,8 @@ falls in one cell of a small table, by
 - how its content words (lower case, stop words out, endings cut) relate to the
   question's: the same in the same order (only stop words, case, punctuation or endings
   differ), the same reordered (swapped roles: "can dogs eat cat food" / "can cats eat dog
-  food"), reframed (only words that frame a request differ: "could you tell me", "I want
-  to", "how many"), one swapped for another, some only on one side (a detail added or
+  food"), reframed (only a phrase that frames a request differs: "could you tell me",
+  "I want to know"), one swapped for another, some only on one side (a detail added or
   dropped), or reworded (words only on each side);
 - its cosine band;
 - whether both texts ask (a question or a request: "...?", "How do I...", "Convert 5
@@ -109,23 +109,22 @@ def asks(text: str) -> bool:
     return False
 
 
-# Words that change how a question is asked, not what it asks: "Could you tell me the
-# capital of Canada?" / "What is the capital of Canada?". Personal pronouns count only on
-# one side: "How do I get a refund from you?" / "... from me?" asks something else.
-_PRONOUNS = frozenset(content_words("i me my you your we us our"))
-_FRAME = _PRONOUNS | frozenset(
-    content_words(
-        "can could would will how what which many much into tell give show find explain "
-        "describe convert translate say want need like help wonder"
-    )
+# Phrases that ask for what the rest of the question names, and nothing more: "Could you
+# tell me the capital of Canada?" / "What is the capital of Canada?", "Translate 'library'
+# into Spanish" / "What's 'library' in Spanish?". Phrases, not words: a modal ("Can dogs
+# eat grapes?" / "Do dogs eat grapes?"), "how" ("How did Rome fall?" / "Did Rome fall?")
+# or a pronoun ("my credit score" / "a credit score") alone changes what is asked.
+_FRAME_PHRASE = re.compile(
+    r"\b(?:(?:can|could|would|will) you (?:please )?)?"
+    r"(?:tell|give|show|find|explain|describe|walk) me(?: through)?\b"
+    r"|\b(?:can|could|would|will) you (?:please )?(?:explain|describe|convert|translate)\b"
+    r"|\bi(?:'d| would) like to know\b|\bi (?:want|need) to know\b"
+    r"|\b(?:convert|translate|into)\b"
 )
 
 
-def _reframed(only_mine: set[str], only_theirs: set[str]) -> bool:
-    differing = only_mine | only_theirs
-    if not differing <= _FRAME:
-        return False
-    return not (only_mine and only_theirs and differing & _PRONOUNS)
+def _unframed(text: str) -> list[str]:
+    return content_words(_FRAME_PHRASE.sub(" ", text.lower()))
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ class Evidence:
         only_mine, only_theirs = set(mine) - set(theirs), set(theirs) - set(mine)
         if not only_mine and not only_theirs:
             relation = "same-order" if mine == theirs else "reordered"
-        elif _reframed(only_mine, only_theirs):
+        elif _unframed(query) == _unframed(candidate):
             relation = "reframed"
         elif len(only_mine) == 1 and len(only_theirs) == 1:
             relation = "one-swap"

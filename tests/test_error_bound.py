@@ -17,7 +17,8 @@ from tests.semantic_slots import probed_slot
 
 # |cosine here - recorded|: ONNX Runtime's int8 kernels differ slightly from CPU to CPU
 # (a few pairs in 8,000 crossed a band edge between an AVX-512 machine and an AVX2 one).
-# Recorded on an AMD EPYC (AVX2, no VNNI); an Intel Xeon with AVX-512 VNNI, the same
+# Recorded on an AMD EPYC (AVX2, no VNNI), the third group of generated pairs appended on
+# 2026-12-07 from an Intel Xeon (AVX-512 VNNI); an Intel Xeon with AVX-512 VNNI, the same
 # prepared model byte for byte, is off by 0.0101 at the 99th percentile and 0.021 at most
 # (the earlier 0.01 failed there). The float32 model is off by 0.076 at the 99th
 # percentile, so these still tell models apart.
@@ -121,13 +122,15 @@ def test_a_text_asks_when_it_is_a_question_or_a_request(text, asking):
         ("When did the war end?", "Why did the war end?", "one-swap"),  # not stop words
         (
             "Could you tell me what the capital of Canada is?",
-            "What's Canada's capital?",
+            "What is the capital of Canada?",
             "reframed",
         ),
-        ("How do I cancel my plan?", "I want to cancel my plan, how do I do that?", "reframed"),
-        # pronouns differing on both sides ask something else: not reframed
-        ("How do I get a refund from you?", "How do you get a refund from me?", "one-swap"),
-        ("Can I take it?", "Can you take it for me?", "reworded"),
+        ('Translate "library" into Spanish.', 'What is "library" in Spanish?', "reframed"),
+        # a word alone is no frame: a modal, "how" or a pronoun changes what is asked
+        ("Can dogs eat grapes?", "Do dogs eat grapes?", "one-sided"),
+        ("How did the Roman Empire fall?", "Did the Roman Empire fall?", "one-sided"),
+        ("What is my credit score?", "What is a credit score?", "one-sided"),
+        ("Can I cancel my order?", "Will I cancel my order?", "one-swap"),
     ],
 )
 def test_evidence_names_how_the_content_words_relate(query, candidate, relation):

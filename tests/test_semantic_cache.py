@@ -297,7 +297,7 @@ def test_an_entry_reported_as_a_false_hit_never_answers_another_question(platfor
 def test_with_an_error_bound_a_candidate_answers_only_when_its_evidence_meets_it(platform):
     """max_false_hit_rate replaces the threshold: a rewording that keeps every content
     word in order (cosine 0.96, under a 0.99 threshold) meets a 2% bound; one with a
-    content word swapped (cosine 0.88: a cell with a 28% false-hit rate) does not, counted
+    content word swapped (cosine 0.88: a question's one-swap cell, far over 2%) does not, counted
     as over_bound."""
     client, team = platform["client"], platform["team"].pk
     rewording = "How do I reset my password please?"

@@ -103,6 +103,26 @@ ACCEPTED = [
     pytest.param("What's 2 + 2?", "What is two plus two?", id="paraphrase-arithmetic-in-words"),
     pytest.param("100 g of rice in calories", "100 grams of rice in calories", id="paraphrase-g"),
     pytest.param(
+        "In 1950, what was the population of Mexico City?",
+        "population of Mexico City as of 1950",
+        id="paraphrase-a-year-before-a-comma-is-still-a-year",
+    ),
+    pytest.param(
+        "2024 capital gains tax filing deadline in Canada?",
+        "When is the capital gains tax filing deadline in Canada for the 2024 tax year?",
+        id="paraphrase-a-year-and-a-name-in-either-order",
+    ),
+    pytest.param(
+        "Explain how vaccines work in simple terms",
+        "Help me figure out how vaccines work",
+        id="paraphrase-in-and-out-alone-are-no-opposites",
+    ),
+    pytest.param(
+        "How far is Mars from the Sun at its farthest?",
+        "At its farthest, how far is Mars from the Sun?",
+        id="paraphrase-far-on-both-sides",
+    ),
+    pytest.param(
         "How much water does my yard need?",
         "How much water does my lawn need?",
         id="paraphrase-yard-not-after-a-number-is-no-unit",
@@ -186,6 +206,42 @@ REJECTED = [
     ),
     pytest.param(
         "Is 5 mm of rain a lot?", "Is 5 m of rain a lot?", "numbers", id="numbers-m-vs-mm"
+    ),
+    pytest.param(
+        "Is it safe for dogs to eat cooked salmon?",
+        "Would it be safe to feed dogs raw salmon?",
+        "antonyms",
+        id="antonyms-raw-cooked",
+    ),
+    pytest.param(
+        "Which is the nearest station?",
+        "Which is the farthest station?",
+        "antonyms",
+        id="antonyms-nearest-farthest",
+    ),
+    pytest.param(
+        "How do I zoom in on a PDF?",
+        "How do I zoom out on a PDF?",
+        "antonyms",
+        id="antonyms-in-out",
+    ),
+    pytest.param(
+        "How do I turn on dark mode on Slack?",
+        "How do I turn off dark mode on Slack?",
+        "antonyms",
+        id="antonyms-particles-though-on-is-on-both-sides",
+    ),
+    pytest.param(
+        "How far is Uranus from the Sun at its closest?",
+        "How far is Uranus from the Sun at its farthest?",
+        "antonyms",
+        id="antonyms-among-the-words-on-one-side-only",
+    ),
+    pytest.param(
+        "Where is gate 12 in terminal B?",
+        "Where is gate B in terminal 12?",
+        "roles",
+        id="roles-a-name-and-a-number-that-is-no-year",
     ),
     pytest.param(
         "What is 26.2 kilometres in yards?",

@@ -1,10 +1,14 @@
 """Opposites: "increase the limit" and "decrease the limit" embed almost alike.
 
-verify() turns a pair down when one text has a listed word and the other its opposite
-only, or when one side has an un-/dis- prefix the other lacks ("lock"/"unlock"). The list
-holds base forms; inflect() adds the regular inflections, so "stopped" opposes "starting".
+verify() turns a pair down when a word only one text has is opposed by a listed word only
+the other has ("at its closest" / "at its farthest", though "how far" is on both), when
+one side has an un-/dis- prefix the other lacks ("lock"/"unlock"), or when the same verb
+takes opposite particles ("zoom in"/"zoom out", "turn on"/"turn off": only after the verbs
+listed, since "in" and "out" alone are everywhere). The list holds base forms; inflect()
+adds the regular inflections, so "stopped" opposes "starting".
 """
 
+import itertools
 import re
 
 ANTONYMS = (  # base forms; inflect adds -s, -ed, -ing, -er, -est
@@ -72,8 +76,8 @@ ANTONYMS = (  # base forms; inflect adds -s, -ed, -ing, -er, -est
     "hire/fire",
     "input/output",
     "raw uncooked/cooked",
-    "in inside inbound login/out outside outbound logout",
-    "near nearest closest/far farther farthest furthest",
+    "inside inbound login/outside outbound logout",
+    "near nearer nearest closer closest/far farther farthest furthest",
     "backup/restore",
 )
 
@@ -102,6 +106,31 @@ def _opposite_of() -> dict[str, list[tuple[int, int]]]:
 
 
 _OPPOSITE_OF = _opposite_of()
+
+
+# Particles opposed only after these verbs: "in" and "out" alone are everywhere ("find out
+# how it works in simple terms"), "zoom in" and "zoom out" are opposites.
+_PARTICLE_VERBS = {
+    form
+    for verb in ("log", "sign", "zoom", "check", "opt", "clock", "plug", "turn", "switch")
+    for form in inflect(verb)
+}
+_OPPOSITE_PARTICLE = {"in": "out", "out": "in", "on": "off", "off": "on"}
+
+
+def particles_opposed(q: list[str], c: list[str]) -> bool:
+    """The same verb with opposite particles, one on each side only: "turn on dark mode on
+    Slack" / "turn off dark mode on Slack", "zoom in" / "zoom out"."""
+
+    def phrases(seq: list[str]) -> set[tuple[str, str]]:
+        return {
+            (verb, particle)
+            for verb, particle in itertools.pairwise(seq)
+            if verb in _PARTICLE_VERBS and particle in _OPPOSITE_PARTICLE
+        }
+
+    mine, theirs = phrases(q), phrases(c)
+    return any((v, _OPPOSITE_PARTICLE[p]) in theirs - mine for v, p in mine - theirs)
 
 
 def opposed(q: set[str], c: set[str]) -> bool:

@@ -87,12 +87,13 @@ def swapped(q: list[str], c: list[str], anchors: set[str]) -> bool:
             for y in only_c
         ):
             return True
-    # two names, or two numbers, in the opposite order and not joined symmetrically: "Alice
-    # owes Bob", "subtract 5 from 12". A name and a number are not two parties to swap:
-    # "the 2025 tax deadline in Canada" / "Canada's tax deadline for 2025".
+    # names and numbers in the opposite order and not joined symmetrically: "Alice owes
+    # Bob", "subtract 5 from 12", "gate 12 in terminal B". A year and a name are not two
+    # parties to swap: "2024 tax filing deadline in Canada" / "the deadline in Canada for the
+    # 2024 tax year".
     shared = sorted(a for a in anchors if a in oq.first and a in oc.first)
     return any(
-        _is_number(x) == _is_number(y)
+        not _a_year_and_a_name(x, y)
         and oq.before(x, y) != oc.before(x, y)
         and not oq.symmetric(x, y)
         and not oc.symmetric(x, y)
@@ -101,5 +102,9 @@ def swapped(q: list[str], c: list[str], anchors: set[str]) -> bool:
     )
 
 
-def _is_number(anchor: str) -> bool:
-    return anchor[0] in "=#"
+def _a_year_and_a_name(x: str, y: str) -> bool:
+    return _is_year(x) != _is_year(y) and (x[0] not in "=#" or y[0] not in "=#")
+
+
+def _is_year(anchor: str) -> bool:
+    return anchor[0] == "=" and anchor[1:].isdigit() and 1900 <= int(anchor[1:]) <= 2099

@@ -31,7 +31,7 @@ acceptance a wrong answer. Pure and stateless: nothing is cached between calls.
 
 from dataclasses import dataclass
 
-from caching.verify.antonyms import opposed
+from caching.verify.antonyms import opposed, particles_opposed
 from caching.verify.features import Features, analyze
 from caching.verify.roles import swapped
 
@@ -76,7 +76,7 @@ def verify_analyzed(q: Features, c: Features) -> Verdict:
     entities = {w for w in q.seq if w in names}
     if entities != {w for w in c.seq if w in names}:
         return Verdict(False, "entities")
-    if opposed(set(q.seq), set(c.seq)):
+    if opposed(set(q.seq), set(c.seq)) or particles_opposed(q.seq, c.seq):
         return Verdict(False, "antonyms")
     if len(entities | numbers) > MAX_ANCHORS:
         return Verdict(False, "too_many_anchors")  # a list, not a question: not worth a check

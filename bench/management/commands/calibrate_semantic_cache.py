@@ -3,7 +3,7 @@
 adversarial pairs, the generated pairs' development half and their third group (30 more
 intents), never a held-out half.
 
-The int8 model the gateway serves embeds the pairs (about 30 s on one core). Run it again
+The int8 model the gateway serves embeds the pairs (about 45 s on one core). Run it again
 after changing verification, the evidence cells or the development data, then commit the
 table, the cosines it was measured with (bench/data/development_cosines.npy: the tests
 rebuild the table from them, as int8 results differ slightly from CPU to CPU) and
