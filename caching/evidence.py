@@ -18,9 +18,8 @@ falls in one cell of a small table, by
   at cosine 0.90 are often only related ("Two birds flying towards water feeder" / "Two
   birds flying near bird feeders"), while reworded questions at that cosine mostly ask
   the same thing; one table for both gave every question a rate set mostly by
-  statements. Pairs whose content words are
-  the same in the same order share one cell whatever they are: nothing is left for the
-  two kinds of text to differ on.
+  statements. Pairs whose content words are the same in the same order share one cell
+  whatever they are: nothing is left for the two kinds of text to differ on.
 
 and the cell's false-hit rate, measured on development pairs only (STS-B train and dev,
 the adversarial pairs, the generated set's development half and its third group of 30

@@ -4,6 +4,7 @@ import pytest
 
 from bench.question_pair_data import INTENTS
 from bench.question_pairs import (
+    FRESH,
     HALVES,
     HELD_OUT_INTENTS,
     NEAR_MISS_KINDS,
@@ -17,7 +18,7 @@ from bench.question_pairs import (
 from bench.semantic_evaluation import Pair
 
 pytestmark = pytest.mark.unit
-GROUPS = (*HALVES, TRAINING)
+GROUPS = (*HALVES, TRAINING, FRESH)
 
 
 def sentences(pairs: list[Pair]) -> set[str]:
@@ -45,6 +46,15 @@ def test_the_training_intents_share_no_intent_sentence_or_template_with_either_h
         assert not {i.name for i in intents_of(half)} & {i.name for i in intents_of(TRAINING)}
         assert not sentences(generated_pairs(half)) & sentences(training)
         assert not {t for intent in intents_of(half) for t in intent.templates} & templates
+
+
+def test_the_fresh_intents_share_no_intent_sentence_or_template_with_any_other_group():
+    fresh = generated_pairs(FRESH)
+    templates = {t for intent in intents_of(FRESH) for t in intent.templates}
+    for group in (*HALVES, TRAINING):
+        assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(FRESH)}
+        assert not sentences(generated_pairs(group)) & sentences(fresh)
+        assert not {t for intent in intents_of(group) for t in intent.templates} & templates
 
 
 def test_the_halves_share_no_template():
