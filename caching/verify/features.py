@@ -30,7 +30,7 @@ class Features:
     dates: set[str]
     negations: int
     units: set[str]
-    # each number's units, named right after it: "12 cups in tablespoons" -> {"=12": {"cup"}}
+    # each number's units, named right after it: "5 miles in km" -> {"=5": {"mile"}}
     measures: dict[str, set[str]]
 
     @property

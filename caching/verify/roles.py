@@ -1,9 +1,9 @@
 """Swapped roles: "USD to EUR" and "EUR to USD" share every word, and embed alike.
 
 verify() turns a pair down when a word a direction word points at (from, to, than, by,
-over) is bound differently on the two sides, or when two names or two numbers appear in
-the opposite order without a symmetric joiner between them ("Alice owes Bob" vs "Bob owes
-Alice", but not "Alice and Bob" vs "Bob and Alice").
+over) is bound differently on the two sides, or when names and numbers appear in the
+opposite order without a symmetric joiner between them ("Alice owes Bob" vs "Bob owes
+Alice", but not "Alice and Bob" vs "Bob and Alice"; a year and a name are no two parties).
 """
 
 _DIRECTION = {
