@@ -32,6 +32,7 @@ import random
 import re
 from string import Formatter
 
+from bench.question_pair_blind_data import BLIND_INTENTS
 from bench.question_pair_data import INTENTS, Intent, Slot
 from bench.question_pair_fresh_data import FRESH_INTENTS
 from bench.question_pair_training_data import TRAINING_INTENTS
@@ -41,6 +42,8 @@ SEED = 20_240_917
 HALVES = ("dev", "held-out")
 TRAINING = "training"  # bench/question_pair_training_data.py: a second stage's, neither half
 FRESH = "fresh"  # bench/question_pair_fresh_data.py: held out, written after the rest
+BLIND = "blind"  # bench/question_pair_blind_data.py: held out, written after FRESH was seen
+GROUPS = (*HALVES, TRAINING, FRESH, BLIND)
 PAIRS_PER_INTENT = 40
 POSITIVE_SHARE = 0.45
 REWORDED_NEAR_MISS_SHARE = 0.5  # near-misses whose second question uses another wording
@@ -103,8 +106,8 @@ SlotValues = dict[str, str]
 
 
 def generated_pairs(half: str) -> list[Pair]:
-    """The labelled pairs of one half, "dev" or "held-out" (or of the TRAINING or FRESH
-    intents): the same list on every call."""
+    """The labelled pairs of one half, "dev" or "held-out" (or of the TRAINING, FRESH or
+    BLIND intents): the same list on every call."""
     return [pair for family in generated_families(half) for pair in family]
 
 
@@ -117,19 +120,22 @@ def generated_families(half: str) -> list[list[Pair]]:
 
 
 def intents_of(half: str) -> list[Intent]:
-    if half not in (*HALVES, TRAINING, FRESH):
-        raise ValueError(f"unknown half {half!r}: expected one of {(*HALVES, TRAINING, FRESH)}")
+    if half not in GROUPS:
+        raise ValueError(f"unknown half {half!r}: expected one of {GROUPS}")
     _check_split()
     if half == TRAINING:
         return list(TRAINING_INTENTS)
     if half == FRESH:
         return list(FRESH_INTENTS)
+    if half == BLIND:
+        return list(BLIND_INTENTS)
     names = DEV_INTENTS if half == "dev" else HELD_OUT_INTENTS
     return [intent for intent in INTENTS if intent.name in names]
 
 
 def _check_split() -> None:
-    named = [intent.name for intent in (*INTENTS, *TRAINING_INTENTS, *FRESH_INTENTS)]
+    every = (*INTENTS, *TRAINING_INTENTS, *FRESH_INTENTS, *BLIND_INTENTS)
+    named = [intent.name for intent in every]
     if len(set(named)) != len(named):
         raise ValueError("two intents share a name")
     named = [intent.name for intent in INTENTS]

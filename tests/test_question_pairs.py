@@ -4,6 +4,7 @@ import pytest
 
 from bench.question_pair_data import INTENTS
 from bench.question_pairs import (
+    BLIND,
     FRESH,
     HALVES,
     HELD_OUT_INTENTS,
@@ -18,7 +19,7 @@ from bench.question_pairs import (
 from bench.semantic_evaluation import Pair
 
 pytestmark = pytest.mark.unit
-GROUPS = (*HALVES, TRAINING, FRESH)
+GROUPS = (*HALVES, TRAINING, FRESH, BLIND)
 
 
 def sentences(pairs: list[Pair]) -> set[str]:
@@ -54,6 +55,15 @@ def test_the_fresh_intents_share_no_intent_sentence_or_template_with_any_other_g
     for group in (*HALVES, TRAINING):
         assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(FRESH)}
         assert not sentences(generated_pairs(group)) & sentences(fresh)
+        assert not {t for intent in intents_of(group) for t in intent.templates} & templates
+
+
+def test_the_blind_intents_share_no_intent_sentence_or_template_with_any_other_group():
+    blind = generated_pairs(BLIND)
+    templates = {t for intent in intents_of(BLIND) for t in intent.templates}
+    for group in (*HALVES, TRAINING, FRESH):
+        assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(BLIND)}
+        assert not sentences(generated_pairs(group)) & sentences(blind)
         assert not {t for intent in intents_of(group) for t in intent.templates} & templates
 
 
