@@ -60,6 +60,10 @@ class CachePlan:
     ttl_s: int | None = None
     policy: CacheSettings | None = None
     audit: bool = False  # a semantic hit drawn for an audit (gateway/serving/audit.py)
+    hit_cell: str | None = None  # a semantic hit's evidence cell, where it was verified
+    # On a miss, drawn for an audit: the best candidate the bound turned down, whose reply
+    # the fresh one is compared with (gateway/serving/audit.py, compare_turned_down).
+    turned_down: SemanticMatch | None = None
     # A deterministic semantic hit's exact key: a re-ask of the same request that bypasses
     # the caches is compared with this hit (responses.reasked_hit).
     reask_key: str | None = None
@@ -134,6 +138,7 @@ class PendingPlan:
         lookup, policy, slot = self.lookup, self.lookup.policy, self.lookup.slot
         if lookup.too_long:
             metrics.labelled(metrics.semantic_skips, "too_long").inc()
+        turned_down = None
         try:
             reply, populated = await self._first_answers()
             if reply is not None:
@@ -144,13 +149,15 @@ class PendingPlan:
                     policy.similarity_threshold, policy.verify_enabled, lookup.team_id
                 )
             elif looked_in_context and slot is not None:
-                slot, match = await _semantic_lookup(slot, policy, lookup.team_id)
+                slot, match, turned_down = await _semantic_lookup(slot, policy, lookup.team_id)
                 if match is not None:
                     return _semantic_hit(lookup, match)
         except (CacheUnavailable, SemanticUnavailable) as exc:
             logger.warning("response caches bypassed, cache Redis failed: %s", exc)
             return CachePlan(Outcome.BYPASS)
         directives = lookup.directives
+        if turned_down is not None and not _drawn_for_audit(lookup):
+            turned_down = None
         return CachePlan(
             Outcome.MISS if directives.lookup else Outcome.BYPASS,
             own=lookup.own,
@@ -159,6 +166,7 @@ class PendingPlan:
             store_exact=directives.store and policy.exact_enabled,
             ttl_s=directives.ttl_s,
             policy=policy,
+            turned_down=turned_down,
         )
 
     def drop(self) -> None:
@@ -183,17 +191,18 @@ class PendingPlan:
 
 def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
     hit = EntryRef(namespace("semantic", lookup.team_id), match.entry_key)
-    policy = lookup.policy
-    audit = (
-        policy.audit_rate > 0  # never at 0.0
-        and exact.is_deterministic(lookup.chat)  # a sampled reply differs from any fresh draw
-        and random.random() < policy.audit_rate
-    )
+    audit = _drawn_for_audit(lookup)
     # An audited hit is compared by its audit: a re-ask would count that evidence twice.
     deterministic = exact.is_deterministic(lookup.chat)
     reask_key = lookup.key if deterministic and not audit else None
     return CachePlan(
-        Outcome.HIT_SEMANTIC, match.reply, hit, lookup.own, audit=audit, reask_key=reask_key
+        Outcome.HIT_SEMANTIC,
+        match.reply,
+        hit,
+        lookup.own,
+        audit=audit,
+        hit_cell=match.cell,
+        reask_key=reask_key,
     )
 
 
@@ -260,15 +269,25 @@ def _slot(
     return SemanticSlot.of(context, question, verified=verified)
 
 
+def _drawn_for_audit(lookup: Lookup) -> bool:
+    policy = lookup.policy
+    return (
+        policy.audit_rate > 0  # never at 0.0
+        and exact.is_deterministic(lookup.chat)  # a sampled reply differs from any fresh draw
+        and random.random() < policy.audit_rate
+    )
+
+
 async def _semantic_lookup(
     slot: SemanticSlot, policy: CacheSettings, team_id: int
-) -> tuple[SemanticSlot | None, SemanticMatch | None]:
+) -> tuple[SemanticSlot | None, SemanticMatch | None, SemanticMatch | None]:
     """The lookup in a populated context, timed; the slot as the lookup leaves it (probed,
-    and embedded if it scored a candidate), None if it cannot be probed."""
+    and embedded if it scored a candidate), None if it cannot be probed; the match, or the
+    best candidate the bound turned down."""
     started = time.perf_counter()
     probed = await semantic.probed(slot)
     if probed is None:
-        return None, None
+        return None, None, None
     found = await semantic.lookup(
         probed,
         policy.similarity_threshold,
@@ -277,4 +296,4 @@ async def _semantic_lookup(
         policy.max_false_hit_rate,
     )
     metrics.semantic_lookup.observe(time.perf_counter() - started)
-    return found.slot, found.match
+    return found.slot, found.match, found.turned_down

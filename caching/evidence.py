@@ -28,8 +28,10 @@ intents: `manage.py calibrate_semantic_cache`) and smoothed (Jeffreys: (false + 
 candidate's false-hit probability. The candidate answers when that is at most the bound,
 so the false-hit rate among hits stays at most the bound wherever traffic resembles the
 development pairs (held-out halves: docs/benchmarks.md; question families unlike them can
-sit above it, as the third group did before it was measured in). An entry a team
-reported as a false hit never answers another question again (caching/semantic.py).
+sit above it, as the third group did before it was measured in). A team's own audits of
+its hits in a cell move the cell's rate for that team (caching/cell_audits.py), so traffic
+unlike the development pairs is rated by what it turns out to be. An entry a team reported
+as a false hit never answers another question again (caching/semantic.py).
 
 Histogram binning rather than a fitted curve: the development sets disagree on every
 smooth feature (a changed content word is a near-miss in question traffic and a paraphrase
@@ -42,6 +44,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from caching.cell_audits import NO_AUDITS, CellAudits
 
 MODEL_FILE = Path(__file__).with_name("false_hit_table.json")
 # Candidates below this cosine are never served, whatever the bound: the model was fit
@@ -184,22 +188,50 @@ def false_hit_table() -> FalseHitTable:
     return FalseHitTable(cells, str(data["fit_on"]))
 
 
-# How many pairs' worth of evidence the table's rate counts for against an entry's own
-# audits: 20 audits that agreed halve the rate for that entry.
+# How many pairs' worth of evidence the table's rate counts for against what audits find:
+# 20 audits of an entry that agreed halve its rate; 20 audits of a team's hits in a cell
+# weigh as much as the table's rate for that cell.
 PRIOR_WEIGHT = 20
 
 
-def false_hit_probability(
-    query: str, candidate: str, cosine: float, confirmations: int = 0
+def evidence_of(query: str, candidate: str, cosine: float) -> Evidence | None:
+    """The candidate's evidence; None below the floor cosine (never served under a bound)."""
+    return None if cosine < FLOOR else Evidence.of(query, candidate, cosine)
+
+
+def probability_in_cell(
+    cell: str, confirmations: int = 0, audited: CellAudits = NO_AUDITS
 ) -> float:
-    """How likely serving the candidate's reply for the query is a false hit (1.0 below
-    the floor cosine: never served under a bound). The cell's rate is the prior, worth
-    PRIOR_WEIGHT pairs; each audit of this entry that agreed with a fresh answer is one
-    more pair without a false hit, up to PRIOR_WEIGHT of them (an audit that disagreed
-    takes the entry out of service instead: caching/semantic.py)."""
-    if cosine < FLOOR:
-        return 1.0
-    prior = false_hit_table().probability(Evidence.of(query, candidate, cosine))
-    # At most halved: agreements on some questions say little about every other one.
+    """How likely a hit in this cell is false for this team and entry.
+
+    The cell's rate in the table is the prior, worth PRIOR_WEIGHT pairs. The team's own
+    audits of its hits in this cell (caching/cell_audits.py) are added to it: after 20
+    audits of which 4 found a false hit, a 4.5% cell is rated (0.9 + 4) / 40 = 12% for
+    that team. Then the entry's own audits that agreed with a fresh answer each count as
+    one more pair without a false hit, up to PRIOR_WEIGHT of them: at most halved, since
+    agreements on some questions say little about every other one (an audit that disagreed
+    takes the entry out of service instead: caching/semantic.py). An audit that agreed is
+    counted in both, on the entry and in its team's cell: its entry's rate is the lower
+    for it, bounded by that halving."""
+    prior = false_hit_table().rate(cell)
+    audits = max(audited.audited, 0)
+    false = min(max(audited.false, 0), audits)
+    rate = (prior * PRIOR_WEIGHT + false) / (PRIOR_WEIGHT + audits)
     counted = min(max(confirmations, 0), PRIOR_WEIGHT)
-    return prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + counted)
+    return rate * PRIOR_WEIGHT / (PRIOR_WEIGHT + counted)
+
+
+def false_hit_probability(
+    query: str,
+    candidate: str,
+    cosine: float,
+    confirmations: int = 0,
+    audited: dict[str, CellAudits] | None = None,
+) -> float:
+    """How likely serving the candidate's reply for the query is a false hit: its cell's
+    rate for this team and entry (probability_in_cell), or 1.0 below the floor cosine."""
+    found = evidence_of(query, candidate, cosine)
+    if found is None:
+        return 1.0
+    cell_audits = (audited or {}).get(found.cell, NO_AUDITS)
+    return probability_in_cell(found.cell, confirmations, cell_audits)

@@ -37,6 +37,8 @@ Layout under CACHE_REDIS_URL:
     sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
                                              false, "audit" once an audit disagreed
     sluice:cache:sem:confirmed:<entry sha256> audits of its hits that agreed (a count)
+    sluice:cache:sem:cells:<team id>         the team's audited hits per evidence cell
+                                             (caching/cell_audits.py)
     sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
                                              (caching/lookup_log.py)
 Entries are admitted through GDSF eviction (namespace "semantic:<team>"), which removes
@@ -52,7 +54,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 
-from caching import eviction, evidence, lookup_log, semantic_scores
+from caching import cell_audits, eviction, evidence, lookup_log, semantic_scores
 from caching.exact import CachedReply
 from caching.semantic_keys import ENTRY_PREFIX, LONG_QUESTION_CHARS, SemanticSlot
 from caching.verify.features import analyze
@@ -115,6 +117,7 @@ class SemanticMatch:
     entry_key: str
     similarity: float
     question: str
+    cell: str | None = None  # its evidence cell, where verified (an audit counts it there)
 
 
 def populated_submitted(slot: SemanticSlot) -> "asyncio.Future[Any]":
@@ -145,6 +148,9 @@ def empty_context_lookup(threshold: float, verify_enabled: bool, team_id: int | 
 class Lookup:
     match: SemanticMatch | None
     slot: SemanticSlot  # with the question's MiniLM vector if the lookup embedded it
+    # Without a match: the best verified candidate the bound turned down, which the fresh
+    # reply can audit (gateway/serving/audit.py, compare_turned_down).
+    turned_down: SemanticMatch | None = None
 
 
 async def lookup(
@@ -167,6 +173,10 @@ async def lookup(
     verify_enabled = verify_enabled or bound is not None
     gate = probe_floor(floor)
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
+    audited_cells = None
+    if team_id is not None and verify_enabled:  # what the team's audits found, per cell
+        audited_cells = batch.submit("HGETALL", cell_audits.key(team_id))
+        may_go_unawaited(audited_cells)
     try:
         # Its own question's entry, in the search's round trip: a question asked before word
         # for word answers whatever the search finds (the probe ties reordered words).
@@ -187,6 +197,7 @@ async def lookup(
             near = near[:1]
         keys = [p + e for p in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX) for e in near]
         stored = await batch.execute("MGET", *keys) if near else []
+        audited = cell_audits.parse(await audited_cells) if audited_cells is not None else {}
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
     count = len(near)
@@ -216,33 +227,40 @@ async def lookup(
                 metrics.labelled(metrics.semantic_rejections, verdict.reason).inc()
                 continue
         accepted.append((index, entry))
-    match = None
+    found = Lookup(None, slot)
     if accepted:
-        slot, match = await _best_scored(
-            slot, accepted, near, confirmed, floor, bound, (verdicts, cosines, probabilities)
+        found = await _best_scored(
+            slot,
+            accepted,
+            (near, confirmed, audited),
+            floor,
+            bound,
+            (verdicts, cosines, probabilities),
         )
     rows = list(zip(cosines, verdicts, probabilities, strict=True))
     lookup_log.record_candidates(team_id, rows, threshold, verify_enabled, bound)
-    return Lookup(match, slot)
+    return found
 
 
 async def _best_scored(
     slot: SemanticSlot,
     accepted: list[tuple[int, dict[str, Any]]],
-    near: list[str],
-    confirmed: list[Any],
+    known: tuple[list[str], list[Any], dict[str, cell_audits.CellAudits]],
     floor: float,
     bound: float | None,
     logged: tuple[list[bool | None], list[float | None], list[float | None]],
-) -> tuple[SemanticSlot, SemanticMatch | None]:
+) -> Lookup:
     """Score the accepted candidates by MiniLM's cosine (embedding the question if the
-    slot has no vector yet) and take the best one over the floor and within the bound.
-    Fills in cosines and probabilities, by candidate index, for the lookup log."""
+    slot has no vector yet) and take the best one over the floor and within the bound
+    (else name the best one the bound turned down, if it has an evidence cell).
+    Fills in cosines and probabilities, by candidate index, for the lookup log. Known:
+    the candidates' elements, their entries' agreeing audits, the team's audits by cell."""
+    near, confirmed, audited = known
     verdicts, cosines, probabilities = logged
     if slot.vector is None:
         vector = await semantic_scores.question_vector(slot.question)
         if vector is None:
-            return slot, None
+            return Lookup(None, slot)
         slot = slot.embedded(vector)
     assert slot.vector is not None
     scored = []
@@ -252,23 +270,27 @@ async def _best_scored(
             similarity = semantic_scores.cosine(slot.vector, theirs)
             cosines[index] = similarity
             scored.append((similarity, index, entry))
+    turned_down = None
     for similarity, index, entry in sorted(scored, key=lambda s: -s[0]):
         if similarity < floor:
             break
         short = len(slot.question) <= LONG_QUESTION_CHARS
+        cell = None
         if verdicts[index] and (bound is not None or short):
             # Decisive under a bound (verification is on); logged for the preview of one
             # otherwise (about 10 us for a short question, up to 0.5 ms for a long one).
             # Only for a verified candidate: the table is measured on verified pairs.
-            probabilities[index] = semantic_scores.false_hit_probability(
-                slot.question, entry["question"], similarity, confirmed[index]
+            probabilities[index], cell = semantic_scores.false_hit_probability(
+                slot.question, entry["question"], similarity, confirmed[index], audited
             )
         probability = probabilities[index]
         if bound is not None and (probability is None or probability > bound):
             metrics.labelled(metrics.semantic_rejections, "over_bound").inc()
+            if turned_down is None and cell is not None:
+                turned_down = _match(entry, near[index], similarity, cell)
             continue
-        return slot, _match(entry, near[index], similarity)
-    return slot, None
+        return Lookup(_match(entry, near[index], similarity, cell), slot)
+    return Lookup(None, slot, turned_down)
 
 
 def probe_floor(floor: float) -> float:
@@ -277,10 +299,11 @@ def probe_floor(floor: float) -> float:
     return next((probe for minilm, probe in PROBE_FLOORS if floor >= minilm), -1.0)
 
 
-def _match(entry: dict[str, Any], element: str, similarity: float) -> SemanticMatch:
-    return SemanticMatch(
-        CachedReply(**entry["reply"]), ENTRY_PREFIX + element, similarity, entry["question"]
-    )
+def _match(
+    entry: dict[str, Any], element: str, similarity: float, cell: str | None = None
+) -> SemanticMatch:
+    reply = CachedReply(**entry["reply"])
+    return SemanticMatch(reply, ENTRY_PREFIX + element, similarity, entry["question"], cell)
 
 
 async def mark_reported(client: aioredis.Redis, entry_key: str, source: str = "report") -> None:
@@ -290,16 +313,26 @@ async def mark_reported(client: aioredis.Redis, entry_key: str, source: str = "r
     await client.set(REPORTED_PREFIX + element, source, ex=REPORTED_TTL_S)
 
 
-async def record_audit(client: aioredis.Redis, entry_key: str, agreed: bool) -> None:
+async def record_audit(
+    client: aioredis.Redis,
+    entry_key: str,
+    agreed: bool,
+    team_cell: tuple[int, str | None] | None = None,
+) -> None:
     """What an audit of a hit this entry gave found: agreement is counted, a disagreement
-    takes the entry out of service for other questions."""
-    if not agreed:
-        await mark_reported(client, entry_key, "audit")
-        return
-    key = CONFIRMED_PREFIX + entry_key.removeprefix(ENTRY_PREFIX)
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, REPORTED_TTL_S)
+    takes the entry out of service for other questions. A sampled audit of a team's hit
+    (team_cell: the team and the hit's evidence cell, where it had one) is counted in the
+    team's cell too (caching/cell_audits.py); a re-ask, which is no random draw, is not."""
+    element = entry_key.removeprefix(ENTRY_PREFIX)
+    async with client.pipeline(transaction=True) as pipe:
+        if agreed:
+            pipe.incr(CONFIRMED_PREFIX + element)
+            pipe.expire(CONFIRMED_PREFIX + element, REPORTED_TTL_S)
+        else:
+            pipe.set(REPORTED_PREFIX + element, "audit", ex=REPORTED_TTL_S)
+        if team_cell is not None and team_cell[1] is not None:
+            for command in cell_audits.record_commands(team_cell[0], team_cell[1], agreed):
+                pipe.execute_command(*command)
         await pipe.execute()
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from caching import evidence
+from caching.cell_audits import NO_AUDITS, CellAudits
 from caching.verify.features import Features, analyze
 from foundation import metrics
 from inference.embeddings import EmbedderUnavailable, TextTooLong, Vector, loaded_embedder
@@ -106,18 +107,30 @@ def cosine(first: Vector, second: Vector) -> float:
 
 
 def false_hit_probability(
-    question: str, candidate: str, similarity: float, confirmed: Any
-) -> float:
-    """The candidate's false-hit probability; 1.0 (never served under a bound) when the
-    false-hit table cannot be read, logged: lookups under a threshold go on unharmed."""
+    question: str,
+    candidate: str,
+    similarity: float,
+    confirmed: Any,
+    audited: dict[str, CellAudits] | None = None,
+) -> tuple[float, str | None]:
+    """The candidate's false-hit probability for this team and entry, and its evidence
+    cell (None below the floor cosine, where the probability is 1.0); 1.0 (never served
+    under a bound) when the false-hit table cannot be read, logged: lookups under a
+    threshold go on unharmed."""
     global _table_unreadable
+    found = evidence.evidence_of(question, candidate, similarity)
+    if found is None:
+        return 1.0, None
+    cell = found.cell
     try:
-        return evidence.false_hit_probability(question, candidate, similarity, int(confirmed or 0))
+        confirmations = int(confirmed or 0)
+        cell_audits = (audited or {}).get(cell, NO_AUDITS)
+        return evidence.probability_in_cell(cell, confirmations, cell_audits), cell
     except (OSError, ValueError, KeyError, TypeError):
         if not _table_unreadable:  # once per process, not once per lookup
             logger.exception("semantic cache: the false-hit table is unreadable")
         _table_unreadable = True
-        return 1.0
+        return 1.0, cell
 
 
 _table_unreadable = False

@@ -92,7 +92,9 @@ semantic_audits = Counter(
     "sluice_cache_semantic_audits",
     "Sampled semantic hits answered again by the model and compared with the cached reply, "
     "by outcome: agreed, disagreed, failed (no answer to compare), skipped (two already "
-    "running in the process)",
+    "running in the process); and sampled misses whose best candidate the error bound "
+    "turned down, compared with the fresh reply: turned_down_agreed, turned_down_disagreed, "
+    "turned_down_failed",
     ["outcome"],
     registry=registry,
 )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from caching import responses, semantic
+from caching import cell_audits, responses, semantic
 from caching.actions import update_cache_policy
 from caching.evidence import PRIOR_WEIGHT, false_hit_probability
 from gateway.serving.audit import replies_agree
@@ -115,6 +115,59 @@ def test_an_audit_that_agrees_is_counted_on_the_entry_which_keeps_answering(agre
     assert int(cache.get(confirmed) or 0) >= 1
     assert not cache.keys(semantic.REPORTED_PREFIX + "*")
     assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "hit-semantic"
+    # a random draw of the team's hits: counted in the hit's evidence cell too
+    assert int(team_cells(platform)["same-order 0.95|audited"]) >= 1
+
+
+def team_cells(platform: dict[str, Any]) -> dict[str, str]:
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    return cache.hgetall(cell_audits.key(platform["team"].pk))
+
+
+def turned_down_then_audited(platform: dict[str, Any], outcome: str) -> None:
+    """Under a 0.5% bound, the paraphrase's candidate (the original, "same-order 0.95":
+    0.7% in the table) is turned down: a miss, whose fresh reply audits the candidate."""
+    client, team = platform["client"], platform["team"].pk
+    update_cache_policy(team, max_false_hit_rate=0.005)
+    assert ask(client, ORIGINAL)[1] == "miss"
+    wait_until(  # the policy reaches the gateway within 2 s (a hit before then is not audited)
+        lambda: ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "miss",
+        5,
+        "the 0.5% bound to reach the gateway",
+    )
+    update_cache_policy(team, audit_rate=1.0)
+
+    def audited() -> bool:
+        assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "miss"
+        return audits(platform, f"turned_down_{outcome}") >= 1
+
+    wait_until(audited, 10, f"an audit of a candidate turned down that {outcome}", poll_s=0.2)
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_candidate_the_bound_turned_down_is_audited_by_the_fresh_reply_in_the_teams_cell(
+    agreeing_platform,
+):
+    turned_down_then_audited(agreeing_platform, "agreed")
+    assert int(team_cells(agreeing_platform)["same-order 0.95|audited"]) >= 1
+    assert "same-order 0.95|false" not in team_cells(agreeing_platform)
+    cache = redis.Redis.from_url(agreeing_platform["redis_url"], decode_responses=True)
+    assert not cache.keys(semantic.CONFIRMED_PREFIX + "*")  # the entry gave no hit
+    assert audits(agreeing_platform, "agreed") == 0  # no model time: the miss's reply
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_turned_down_candidate_whose_reply_differs_counts_against_the_cell_not_the_entry(
+    platform,
+):
+    turned_down_then_audited(platform, "disagreed")
+    cells = team_cells(platform)
+    assert int(cells["same-order 0.95|false"]) >= 1
+    assert int(cells["same-order 0.95|audited"]) >= int(cells["same-order 0.95|false"])
+    cache = redis.Redis.from_url(platform["redis_url"], decode_responses=True)
+    assert not cache.keys(semantic.REPORTED_PREFIX + "*")
 
 
 def reasks(platform: dict[str, Any], outcome: str) -> float:

@@ -18,7 +18,10 @@ opposite: "No, you should not" and "Yes, you can" embed at 0.94) and their embed
 (the cache's own MiniLM, on the first COMPARED_CHARS of each) are at least AGREEMENT
 similar. Agreement is counted on the entry and lowers its false-hit probability under an
 error bound, by at most half (caching/evidence.py); a disagreement takes the entry out of
-service for every other question, as a false-hit report does (caching/semantic.py).
+service for every other question, as a false-hit report does (caching/semantic.py). Either
+outcome is also counted in the team's evidence cell of the hit (caching/cell_audits.py):
+audits are a random draw of the team's hits, so a cell they find wrong more often than the
+bound stops serving that team.
 
 An exact re-ask teaches the entry the same way, at no cost to anyone: a team that asks
 a request a semantic hit answered again within 10 minutes, bypassing the caches
@@ -38,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from caching import responses, semantic
+from caching import cell_audits, responses, semantic
 from caching.exact import CachedReply, CacheUnavailable
 from caching.verify.verdict import verify
 from foundation import metrics
@@ -75,6 +78,7 @@ class AuditJob:
     body: dict[str, Any]  # the upstream body the request would have been sent with
     route: RouteContext
     path: str
+    team_cell: tuple[int, str | None]  # the team, and the hit's evidence cell if verified
 
 
 def schedule(dispatcher: Dispatcher, job: AuditJob) -> None:
@@ -107,7 +111,7 @@ async def _audit(dispatcher: Dispatcher, job: AuditJob) -> str:
         return "failed"
     agreed = await replies_agree(job.cached.content, fresh)
     try:
-        await semantic.record_audit(async_cache_redis(), job.entry_key, agreed)
+        await semantic.record_audit(async_cache_redis(), job.entry_key, agreed, job.team_cell)
     except REDIS_FAILURES as exc:
         logger.warning("audit of %s: outcome not kept: %s", job.request_id, exc)
         return "failed"
@@ -167,6 +171,38 @@ async def learn_from_reask(request_id: str, exact_key: str, fresh: str) -> None:
     outcome = "agreed" if agreed else "disagreed"
     metrics.labelled(metrics.semantic_reasks, outcome).inc()
     logger.info("semantic cache re-ask %s (%s): %s", request_id, entry_key, outcome)
+
+
+async def compare_turned_down(
+    request_id: str, team_id: int, turned_down: semantic.SemanticMatch, fresh: str
+) -> None:
+    """A miss drawn for an audit whose best verified candidate the bound turned down:
+    compare that candidate's reply with the fresh one this request got, and count the
+    outcome in the team's evidence cell of the candidate (caching/cell_audits.py), not on
+    the entry, which gave no hit. No model time: the fresh reply was made for the miss.
+    In the background, after the reply; never raises (a failure is logged and counted)."""
+    if turned_down.cell is None:
+        return
+    try:
+        agreed = await replies_agree(turned_down.reply.content, fresh)
+        await cell_audits.record(async_cache_redis(), team_id, turned_down.cell, agreed)
+    except REDIS_FAILURES as exc:
+        logger.warning("audit of the candidate %s turned down: not kept: %s", request_id, exc)
+        metrics.labelled(metrics.semantic_audits, "turned_down_failed").inc()
+        return
+    except Exception:
+        logger.exception("audit of the candidate %s turned down failed", request_id)
+        metrics.labelled(metrics.semantic_audits, "turned_down_failed").inc()
+        return
+    outcome = "turned_down_agreed" if agreed else "turned_down_disagreed"
+    metrics.labelled(metrics.semantic_audits, outcome).inc()
+    logger.info(
+        "semantic cache audit of %s, candidate %s turned down (%s): %s",
+        request_id,
+        turned_down.entry_key,
+        turned_down.cell,
+        outcome,
+    )
 
 
 async def replies_agree(cached: str, fresh: str) -> bool:

@@ -22,6 +22,7 @@ from caching import exact
 from caching.cache_plan import CachePlan
 from caching.coalesce import Coalescer, Item, SharedGeneration
 from caching.outcome import Outcome
+from caching.semantic import SemanticMatch
 from foundation import metrics
 from gateway.accounts.quotas import Reservation
 from gateway.drain import drain
@@ -174,11 +175,30 @@ class Completion:
                 body,
                 route,
                 self.chat.upstream_path,
+                (self.reservation.team_id, plan.hit_cell),
             )
             audit.schedule(dispatcher, job)
         elif self._reasked_fresh():
             assert plan.key is not None  # _reasked_fresh
             settlement.in_background(self._learn_from_reask(plan.key))
+        elif plan.turned_down is not None and self._answered_fresh():
+            settlement.in_background(self._compare_turned_down(plan.turned_down))
+
+    async def _compare_turned_down(self, turned_down: SemanticMatch) -> None:
+        """Audit the candidate the bound turned down with this fresh reply (after a
+        non-streamed reply's settlement, as _learn_from_reask)."""
+        if self.after_reply is not None:
+            await asyncio.wait([self.after_reply.task])
+        team_id = self.reservation.team_id
+        await audit.compare_turned_down(self.request_id, team_id, turned_down, self.reply.text)
+
+    def _answered_fresh(self) -> bool:
+        """A complete reply generated for this request's miss."""
+        return (
+            self.cache.result == Outcome.MISS
+            and self.status == "ok"
+            and self.finish_reason is not None
+        )
 
     async def _learn_from_reask(self, exact_key: str) -> None:
         """Compare with an earlier hit for this request (audit.learn_from_reask), once a

@@ -5,7 +5,9 @@ vector set of --entries STS-B sentences in a real Redis 8 (the bundled one unles
 --redis-url). Each concurrency runs the threshold and the bound side by side. The entries
 keep MiniLM's vectors, as those stored after a lookup that scored do; with
 --without-vectors they keep none, so a candidate's first scoring in the process embeds it
-too (caching/semantic_scores.py)."""
+too (caching/semantic_scores.py). With --team-id, lookups are a team's, as served: its
+lookup log is written, and its audits per evidence cell are read (a record holding every
+cell of the table, the most a team's can hold: caching/cell_audits.py)."""
 
 import asyncio
 import statistics
@@ -18,11 +20,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from bench.semantic_evaluation import sts_b_pairs
-from caching import eviction, semantic
+from caching import cell_audits, eviction, semantic
+from caching.evidence import false_hit_table
 from caching.exact import CachedReply
 from caching.semantic_keys import SemanticSlot
 from foundation import embedded_redis
-from foundation.redis_clients import reset_clients
+from foundation.redis_clients import async_cache_redis, reset_clients
 from inference.embeddings import OnnxMiniLM
 
 CONTEXT = "bench-semantic"
@@ -30,6 +33,7 @@ CONTEXT = "bench-semantic"
 
 class Command(BaseCommand):
     help = __doc__
+    team_id: int | None = None
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--entries", type=int, default=10_000)
@@ -37,6 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", default="1,16")
         parser.add_argument("--redis-url", default="")
         parser.add_argument("--without-vectors", action="store_true")
+        parser.add_argument("--team-id", type=int, default=None)
         parser.add_argument(
             "--bound",
             type=float,
@@ -69,6 +74,11 @@ class Command(BaseCommand):
         queries = [p.b for p in pairs if p.b not in known][: options["queries"]]
         started = time.perf_counter()
         await self._fill(embedder, stored, not options["without_vectors"])
+        self.team_id = options["team_id"]
+        if self.team_id is not None:
+            client = async_cache_redis()
+            for cell in false_hit_table().cells:
+                await cell_audits.record(client, self.team_id, cell, agreed=True)
         self.stdout.write(
             f"stored {len(stored)} questions in one context (a vector set per anchors) in "
             f"{time.perf_counter() - started:.0f} s"
@@ -106,7 +116,7 @@ class Command(BaseCommand):
                 probed = time.perf_counter()
                 assert slot is not None
                 found = await semantic.lookup(
-                    slot, settings.CACHE_SEMANTIC_THRESHOLD, True, bound=bound
+                    slot, settings.CACHE_SEMANTIC_THRESHOLD, True, self.team_id, bound
                 )
                 total_s.append(time.perf_counter() - began)
                 probe_s.append(probed - began)

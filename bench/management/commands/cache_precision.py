@@ -4,7 +4,12 @@ fixed thresholds with verification, and for plain cosine.
 
 Development data (what the false-hit model is fit on: `calibrate_semantic_cache`): STS-B
 train and dev, the adversarial pairs, the generated pairs' development half and third
-group. Held out (never fit on): STS-B test and the generated pairs' held-out half.
+group. Held out (never fit on): STS-B test, the generated pairs' held-out half, and their
+fresh and blind groups.
+
+Then each set replayed as one team's traffic with audits (`--audit-rates`, `--passes`:
+bench/calibration.py, replay_with_audits): what the bound does once the team's own audits
+are counted in its cells (caching/cell_audits.py).
 """
 
 from typing import Any
@@ -18,6 +23,8 @@ from inference.embeddings import OnnxMiniLM
 
 BOUNDS = "0.005,0.01,0.02"
 THRESHOLDS = "0.85,0.92"
+AUDIT_RATES = "0.1,0.25"
+REPLAY_BOUNDS = "0.02,0.05"
 
 
 class Command(BaseCommand):
@@ -26,6 +33,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bounds", default=BOUNDS)
         parser.add_argument("--thresholds", default=THRESHOLDS)
+        parser.add_argument("--audit-rates", default=AUDIT_RATES, help="'' replays nothing")
+        parser.add_argument("--replay-bounds", default=REPLAY_BOUNDS)
+        parser.add_argument("--passes", type=int, default=3, help="times over each set")
         parser.add_argument(
             "--model-file",
             default="model.onnx",
@@ -35,6 +45,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         bounds = [float(b) for b in options["bounds"].split(",")]
         thresholds = [float(t) for t in options["thresholds"].split(",")]
+        audit_rates = [float(r) for r in options["audit_rates"].split(",") if r]
+        replay_bounds = [float(b) for b in options["replay_bounds"].split(",") if b]
+        passes = options["passes"]
         embedder = OnnxMiniLM(settings.EMBEDDING_MODEL_DIR, model_file=options["model_file"])
         model = false_hit_table()
         self.stdout.write(f"false-hit table measured on {model.fit_on}")
@@ -48,7 +61,13 @@ class Command(BaseCommand):
                 "|---|---|---|---|---|---|"
             )
             cosines = semantic_evaluation.similarities(embedder, pairs)
-            for row in calibration.table(pairs, cosines, model, bounds, thresholds):
+            rows = calibration.table(pairs, cosines, model, bounds, thresholds)
+            rows += [
+                calibration.replay_with_audits(pairs, cosines, bound, rate, passes=passes)
+                for bound in replay_bounds
+                for rate in audit_rates
+            ]
+            for row in rows:
                 self.stdout.write(
                     f"| {row.rule} | {row.precision:.3f} | {row.recall:.3f} | "
                     f"{row.false_hit_rate:.1%} | {row.true_hits} | {row.false_hits} |"

@@ -1,0 +1,87 @@
+"""A team's audited hits, counted per evidence cell: the false-hit table learning a team's traffic.
+
+The false-hit table's rates (caching/evidence.py) are measured on development question
+families, and traffic unlike them can sit well above a rate: two groups of question
+families the table had never seen gave 9% and 12% false hits among hits at a 5% bound
+(docs/benchmarks.md). No table measured in advance can promise more than "traffic like
+the development pairs". The team's own traffic can say more. At the policy's
+`audit_rate` (gateway/serving/audit.py), a semantic hit is answered again by the model and
+compared with the cached reply, and so is a question whose best verified candidate the
+bound turned down: that question is answered fresh anyway, so comparing the candidate's
+reply with it costs no model time. Counted per cell, the outcomes are a random sample of
+the candidates the cell holds for this team. A cell's rate for the team is the table's
+rate, worth evidence.PRIOR_WEIGHT audits, plus the team's audits of that cell
+(evidence.probability_in_cell): a cell the team's audits find wrong more often than the
+bound stops serving that team, and one they find right opens at a bound the table alone
+would not meet.
+
+Only audits are counted. A false-hit report and an exact re-ask come from a reply that
+looked wrong, not from a random draw: counting them would rate a cell by its worst hits.
+They act on their entry (caching/semantic.py). Per team: what one team's traffic teaches
+never changes another team's hits.
+
+    sluice:cache:sem:cells:<team id>   hash: "<cell>|audited" and "<cell>|false", counts;
+                                        expires CELL_AUDITS_TTL_S after its last audit
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+KEY_PREFIX = "sluice:cache:sem:cells:"
+CELL_AUDITS_TTL_S = 14 * 24 * 3600
+AUDITED, FALSE = "audited", "false"
+
+
+@dataclass(frozen=True)
+class CellAudits:
+    """Audits of one team's hits in one cell, and how many found the hit false."""
+
+    audited: int = 0
+    false: int = 0
+
+
+NO_AUDITS = CellAudits()
+
+
+def key(team_id: int) -> str:
+    return f"{KEY_PREFIX}{team_id}"
+
+
+def parse(raw: Any) -> dict[str, CellAudits]:
+    """The team's counts by cell, from its hash (HGETALL's reply: a dict, or a flat list
+    of fields and values under RESP2; empty when the team has none). A field this version
+    does not write is ignored."""
+    if isinstance(raw, list | tuple):
+        raw = dict(zip(raw[::2], raw[1::2], strict=True))
+    counts: dict[str, dict[str, int]] = {}
+    for field, value in (raw or {}).items():
+        cell, _, what = _text(field).rpartition("|")
+        if cell and what in (AUDITED, FALSE):
+            counts.setdefault(cell, {})[what] = max(int(_text(value)), 0)
+    return {
+        cell: CellAudits(min(c.get(AUDITED, 0), 10**9), min(c.get(FALSE, 0), c.get(AUDITED, 0)))
+        for cell, c in counts.items()
+    }
+
+
+def record_commands(team_id: int, cell: str, agreed: bool) -> list[tuple[Any, ...]]:
+    """The Redis commands that count one audit of the team's hit in this cell."""
+    commands: list[tuple[Any, ...]] = [("HINCRBY", key(team_id), f"{cell}|{AUDITED}", 1)]
+    if not agreed:
+        commands.append(("HINCRBY", key(team_id), f"{cell}|{FALSE}", 1))
+    commands.append(("EXPIRE", key(team_id), CELL_AUDITS_TTL_S))
+    return commands
+
+
+async def record(client: aioredis.Redis, team_id: int, cell: str, agreed: bool) -> None:
+    """Count one audit of the team's hit (or of a candidate the bound turned down) here."""
+    async with client.pipeline(transaction=True) as pipe:
+        for command in record_commands(team_id, cell, agreed):
+            pipe.execute_command(*command)
+        await pipe.execute()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
