@@ -148,19 +148,19 @@ def replay_with_audits(
     cosines: npt.NDArray[np.floating],
     bound: float,
     audit_rate: float,
+    misread: float = 0.0,
     seeds: int = 10,
-    passes: int = 1,
 ) -> BoundScore:
-    """The pairs as one team's traffic, in a random order (`passes` times over, each pass
-    shuffled anew: a longer stream of the same question families), under the bound. A
-    pair's first question is cached, its second asks. Each hit is audited with chance
-    audit_rate; so is each verified candidate the bound turned down, whose question is
-    then answered fresh anyway (a counterfactual audit: that answer is compared with the
-    candidate's reply). An audit finds what the pair's label says (a real one compares
-    replies: gateway/serving/audit.py) and is counted in the team's cell as the cache counts
-    it (caching/cell_audits.py). Every seed starts with no audits; the score sums the seeds
-    and, with passes, counts only the last pass (what the team sees once the cells have
-    learnt)."""
+    """The pairs as one team's traffic under the bound, in a random order per seed: the
+    first half warms the team's cells up, the second half is scored (no pair is seen
+    twice; each seed starts with no audits, and the score sums the seeds). A pair's first
+    question is cached and its second asks. With chance audit_rate its best verified
+    candidate is audited, as the gateway does: a hit by a fresh answer, a candidate the
+    bound turned down by the miss's own. An audit finds what the pair's label says, except
+    that it reads a right candidate as wrong with chance `misread` (a real audit compares
+    replies, and a model that words a right answer differently reads as a disagreement:
+    gateway/serving/audit.py). Each pair's candidate is its own entry, counted once, as
+    caching/cell_audits.py counts them."""
     verified = [
         evidence_of(p.b, p.a, float(c)) if verify(p.b, p.a).accepted else None
         for p, c in zip(pairs, cosines, strict=True)
@@ -168,24 +168,24 @@ def replay_with_audits(
     true_hits = false_hits = missed = 0
     for seed in range(seeds):
         draw = random.Random(seed)
+        order = list(range(len(pairs)))
+        draw.shuffle(order)
         audited: dict[str, CellAudits] = {}
-        for round_ in range(passes):
-            order = list(range(len(pairs)))
-            draw.shuffle(order)
-            for index in order:
-                pair, found = pairs[index], verified[index]
-                if found is None:
-                    missed += round_ == passes - 1 and pair.same_meaning
-                    continue
+        for step, index in enumerate(order):
+            pair, found = pairs[index], verified[index]
+            scored = step >= len(order) // 2
+            hit = False
+            if found is not None:
                 seen = audited.get(found.cell, NO_AUDITS)
                 hit = probability_in_cell(found.cell, 0, seen) <= bound
-                if round_ == passes - 1:
-                    true_hits += hit and pair.same_meaning
-                    false_hits += hit and not pair.same_meaning
-                    missed += not hit and pair.same_meaning
                 if draw.random() < audit_rate:
-                    audited[found.cell] = CellAudits(
-                        seen.audited + 1, seen.false + (not pair.same_meaning)
-                    )
+                    wrong = not pair.same_meaning or draw.random() < misread
+                    audited[found.cell] = CellAudits(seen.audited + 1, seen.false + wrong)
+            if scored:
+                true_hits += hit and pair.same_meaning
+                false_hits += hit and not pair.same_meaning
+                missed += not hit and pair.same_meaning
     rule = f"bound {bound:.1%}, audits {audit_rate:.0%}"
+    if misread:
+        rule += f", {misread:.0%} misread"
     return BoundScore(rule, true_hits, false_hits, missed)

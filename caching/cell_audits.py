@@ -6,14 +6,22 @@ families the table had never seen gave 9% and 12% false hits among hits at a 5% 
 (docs/benchmarks.md). No table measured in advance can promise more than "traffic like
 the development pairs". The team's own traffic can say more. At the policy's
 `audit_rate` (gateway/serving/audit.py), a semantic hit is answered again by the model and
-compared with the cached reply, and so is a question whose best verified candidate the
-bound turned down: that question is answered fresh anyway, so comparing the candidate's
-reply with it costs no model time. Counted per cell, the outcomes are a random sample of
-the candidates the cell holds for this team. A cell's rate for the team is the table's
-rate, worth evidence.PRIOR_WEIGHT audits, plus the team's audits of that cell
+compared with the cached reply, and so is the best verified candidate of a miss, one the
+bound turned down: that question is answered fresh anyway, so the comparison costs no
+model time. Counted per cell, the outcomes are a sample drawn at random from the team's
+candidates that were the best of their lookup (hits and turned-down alike; an audit
+skipped while AUDITS_IN_FLIGHT run is not counted). A cell's rate for the team is the
+table's rate, worth evidence.PRIOR_WEIGHT audits, plus the team's audits of that cell
 (evidence.probability_in_cell): a cell the team's audits find wrong more often than the
 bound stops serving that team, and one they find right opens at a bound the table alone
-would not meet.
+would not meet. Each entry is counted once (the first audit of a hit it gave or of it
+turned down): a paraphrase asked a thousand times is one observation, not a thousand, so
+one repeated question cannot open or close a cell on its own.
+
+What the rate is not: an upper confidence bound (it is the estimate, as the table's is),
+aged (an audit counts until the record expires, 14 days after the last one), or per
+deployment (a team's cells are rated together: whether two questions mean the same is
+the question's, not the model's, though the replies compared are the model's).
 
 Only audits are counted. A false-hit report and an exact re-ask come from a reply that
 looked wrong, not from a random draw: counting them would rate a cell by its worst hits.
@@ -22,6 +30,8 @@ never changes another team's hits.
 
     sluice:cache:sem:cells:<team id>   hash: "<cell>|audited" and "<cell>|false", counts;
                                         expires CELL_AUDITS_TTL_S after its last audit
+    sluice:cache:sem:cell-audited:<entry sha256>
+                                        set once the entry was counted in its team's cells
 """
 
 from dataclasses import dataclass
@@ -30,6 +40,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 KEY_PREFIX = "sluice:cache:sem:cells:"
+COUNTED_PREFIX = "sluice:cache:sem:cell-audited:"
 CELL_AUDITS_TTL_S = 14 * 24 * 3600
 AUDITED, FALSE = "audited", "false"
 
@@ -52,14 +63,15 @@ def key(team_id: int) -> str:
 def parse(raw: Any) -> dict[str, CellAudits]:
     """The team's counts by cell, from its hash (HGETALL's reply: a dict, or a flat list
     of fields and values under RESP2; empty when the team has none). A field this version
-    does not write is ignored."""
+    does not write, or a value that is no count, is ignored: a lookup never fails on it."""
     if isinstance(raw, list | tuple):
-        raw = dict(zip(raw[::2], raw[1::2], strict=True))
+        raw = dict(zip(raw[::2], raw[1::2], strict=False))
     counts: dict[str, dict[str, int]] = {}
     for field, value in (raw or {}).items():
         cell, _, what = _text(field).rpartition("|")
-        if cell and what in (AUDITED, FALSE):
-            counts.setdefault(cell, {})[what] = max(int(_text(value)), 0)
+        count = _text(value)
+        if cell and what in (AUDITED, FALSE) and count.isdigit():
+            counts.setdefault(cell, {})[what] = int(count)
     return {
         cell: CellAudits(min(c.get(AUDITED, 0), 10**9), min(c.get(FALSE, 0), c.get(AUDITED, 0)))
         for cell, c in counts.items()
@@ -75,12 +87,19 @@ def record_commands(team_id: int, cell: str, agreed: bool) -> list[tuple[Any, ..
     return commands
 
 
-async def record(client: aioredis.Redis, team_id: int, cell: str, agreed: bool) -> None:
-    """Count one audit of the team's hit (or of a candidate the bound turned down) here."""
+async def record(
+    client: aioredis.Redis, team_id: int, cell: str, agreed: bool, entry_key: str
+) -> bool:
+    """Count one audit of a hit the entry gave (or of the entry, turned down by the bound)
+    in its team's cell, unless the entry was counted before; whether it was counted."""
+    counted = COUNTED_PREFIX + entry_key.rpartition(":")[2]  # the entry's sha256
+    if not await client.set(counted, 1, nx=True, ex=CELL_AUDITS_TTL_S):
+        return False
     async with client.pipeline(transaction=True) as pipe:
         for command in record_commands(team_id, cell, agreed):
             pipe.execute_command(*command)
         await pipe.execute()
+    return True
 
 
 def _text(value: Any) -> str:

@@ -221,6 +221,23 @@ def probability_in_cell(
     return rate * PRIOR_WEIGHT / (PRIOR_WEIGHT + counted)
 
 
+def scored(
+    query: str,
+    candidate: str,
+    cosine: float,
+    confirmations: int = 0,
+    audited: dict[str, CellAudits] | None = None,
+) -> tuple[float, str | None]:
+    """How likely serving the candidate's reply for the query is a false hit (its cell's
+    rate for this team and entry: probability_in_cell), and the cell; (1.0, None) below
+    the floor cosine."""
+    found = evidence_of(query, candidate, cosine)
+    if found is None:
+        return 1.0, None
+    cell_audits = (audited or {}).get(found.cell, NO_AUDITS)
+    return probability_in_cell(found.cell, confirmations, cell_audits), found.cell
+
+
 def false_hit_probability(
     query: str,
     candidate: str,
@@ -228,10 +245,4 @@ def false_hit_probability(
     confirmations: int = 0,
     audited: dict[str, CellAudits] | None = None,
 ) -> float:
-    """How likely serving the candidate's reply for the query is a false hit: its cell's
-    rate for this team and entry (probability_in_cell), or 1.0 below the floor cosine."""
-    found = evidence_of(query, candidate, cosine)
-    if found is None:
-        return 1.0
-    cell_audits = (audited or {}).get(found.cell, NO_AUDITS)
-    return probability_in_cell(found.cell, confirmations, cell_audits)
+    return scored(query, candidate, cosine, confirmations, audited)[0]

@@ -37,7 +37,8 @@ Layout under CACHE_REDIS_URL:
     sluice:cache:sem:reported:<entry sha256> "report" once a hit it gave was reported
                                              false, "audit" once an audit disagreed
     sluice:cache:sem:confirmed:<entry sha256> audits of its hits that agreed (a count)
-    sluice:cache:sem:cells:<team id>         the team's audited hits per evidence cell
+    sluice:cache:sem:cells:<team id>         the team's audited hits per evidence cell,
+    sluice:cache:sem:cell-audited:<entry sha256>  each entry counted once there
                                              (caching/cell_audits.py)
     sluice:cache:lookups:<team id>           the team's last 1,000 lookups, numbers only
                                              (caching/lookup_log.py)
@@ -324,16 +325,15 @@ async def record_audit(
     (team_cell: the team and the hit's evidence cell, where it had one) is counted in the
     team's cell too (caching/cell_audits.py); a re-ask, which is no random draw, is not."""
     element = entry_key.removeprefix(ENTRY_PREFIX)
-    async with client.pipeline(transaction=True) as pipe:
-        if agreed:
+    if agreed:
+        async with client.pipeline(transaction=False) as pipe:
             pipe.incr(CONFIRMED_PREFIX + element)
             pipe.expire(CONFIRMED_PREFIX + element, REPORTED_TTL_S)
-        else:
-            pipe.set(REPORTED_PREFIX + element, "audit", ex=REPORTED_TTL_S)
-        if team_cell is not None and team_cell[1] is not None:
-            for command in cell_audits.record_commands(team_cell[0], team_cell[1], agreed):
-                pipe.execute_command(*command)
-        await pipe.execute()
+            await pipe.execute()
+    else:
+        await mark_reported(client, entry_key, "audit")
+    if team_cell is not None and team_cell[1] is not None:
+        await cell_audits.record(client, team_cell[0], team_cell[1], agreed, entry_key)
 
 
 def _text(value: Any) -> str:

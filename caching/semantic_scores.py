@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from caching import evidence
-from caching.cell_audits import NO_AUDITS, CellAudits
+from caching.cell_audits import CellAudits
 from caching.verify.features import Features, analyze
 from foundation import metrics
 from inference.embeddings import EmbedderUnavailable, TextTooLong, Vector, loaded_embedder
@@ -118,19 +118,14 @@ def false_hit_probability(
     under a bound) when the false-hit table cannot be read, logged: lookups under a
     threshold go on unharmed."""
     global _table_unreadable
-    found = evidence.evidence_of(question, candidate, similarity)
-    if found is None:
-        return 1.0, None
-    cell = found.cell
     try:
         confirmations = int(confirmed or 0)
-        cell_audits = (audited or {}).get(cell, NO_AUDITS)
-        return evidence.probability_in_cell(cell, confirmations, cell_audits), cell
+        return evidence.scored(question, candidate, similarity, confirmations, audited)
     except (OSError, ValueError, KeyError, TypeError):
         if not _table_unreadable:  # once per process, not once per lookup
             logger.exception("semantic cache: the false-hit table is unreadable")
         _table_unreadable = True
-        return 1.0, cell
+        return 1.0, None
 
 
 _table_unreadable = False

@@ -94,7 +94,8 @@ semantic_audits = Counter(
     "by outcome: agreed, disagreed, failed (no answer to compare), skipped (two already "
     "running in the process); and sampled misses whose best candidate the error bound "
     "turned down, compared with the fresh reply: turned_down_agreed, turned_down_disagreed, "
-    "turned_down_failed",
+    "turned_down_counted_before (the entry was counted already), turned_down_failed, "
+    "turned_down_skipped (two comparisons already running in the process)",
     ["outcome"],
     registry=registry,
 )

@@ -73,6 +73,11 @@ def test_the_hash_is_read_whatever_the_protocol_and_odd_fields_are_ignored():
     assert cell_audits.parse(fields) == expected
     assert cell_audits.parse([k for pair in fields.items() for k in pair]) == expected
     assert cell_audits.parse({}) == {}
+    # what this version never writes is ignored, not an error that fails the lookup
+    assert cell_audits.parse({"x|audited": "-3", "y|audited": "many", "z|false": "1"}) == {
+        "z": CellAudits(0, 0)
+    }
+    assert cell_audits.parse(["odd", "length", "list"]) == {}
 
 
 @pytest.mark.live
@@ -90,15 +95,19 @@ def test_a_cell_the_teams_audits_found_wrong_stops_serving_that_team_and_no_othe
 
         first = await ask(1)
         assert first.match is not None and first.match.cell == "same-order 0.95"
-        for _ in range(3):
-            await cell_audits.record(async_cache_redis(), 1, first.match.cell, agreed=False)
+        client, cell = async_cache_redis(), first.match.cell
+        other = "sluice:cache:sem:entry:" + "f" * 64  # another entry of the cell, found wrong
+        assert await cell_audits.record(client, 1, cell, False, other)
+        assert not await cell_audits.record(client, 1, cell, False, other)  # once an entry
+        record = cell_audits.parse(await client.hgetall(cell_audits.key(1)))
+        assert record == {cell: CellAudits(1, 1)}  # (0.14 + 1) / 21: 5.4%, over 2%
 
         again = await ask(1)
         assert again.match is None
         assert again.turned_down is not None
         assert again.turned_down.entry_key == first.match.entry_key
         assert again.turned_down.cell == first.match.cell
-        other = await ask(2)
-        assert other.match is not None and other.match.question == ORIGINAL
+        other_team = await ask(2)
+        assert other_team.match is not None and other_team.match.question == ORIGINAL
 
     asyncio.run(run())

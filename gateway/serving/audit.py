@@ -18,10 +18,12 @@ opposite: "No, you should not" and "Yes, you can" embed at 0.94) and their embed
 (the cache's own MiniLM, on the first COMPARED_CHARS of each) are at least AGREEMENT
 similar. Agreement is counted on the entry and lowers its false-hit probability under an
 error bound, by at most half (caching/evidence.py); a disagreement takes the entry out of
-service for every other question, as a false-hit report does (caching/semantic.py). Either
-outcome is also counted in the team's evidence cell of the hit (caching/cell_audits.py):
-audits are a random draw of the team's hits, so a cell they find wrong more often than the
-bound stops serving that team.
+service for every other question, as a false-hit report does (caching/semantic.py). Where
+the hit had an evidence cell (it was verified), the outcome is counted in the team's cell
+too, once per entry (caching/cell_audits.py): a cell the team's audits find wrong more
+often than the bound stops serving that team. So is the outcome of comparing a fresh
+reply with the candidate the bound turned down (compare_turned_down), drawn at the same
+rate among misses, at no model cost.
 
 An exact re-ask teaches the entry the same way, at no cost to anyone: a team that asks
 a request a semantic hit answered again within 10 minutes, bypassing the caches
@@ -65,6 +67,7 @@ AUDITS_IN_FLIGHT = 2
 CONTRADICTIONS = frozenset({"negation", "numbers", "dates", "antonyms"})
 AUDITOR = Tenant("platform:audit", 1, AUDITS_IN_FLIGHT)
 _running: set["asyncio.Task[str]"] = set()
+_comparing = 0  # compare_turned_down calls in flight
 
 
 @dataclass(frozen=True)
@@ -181,11 +184,17 @@ async def compare_turned_down(
     outcome in the team's evidence cell of the candidate (caching/cell_audits.py), not on
     the entry, which gave no hit. No model time: the fresh reply was made for the miss.
     In the background, after the reply; never raises (a failure is logged and counted)."""
+    global _comparing
     if turned_down.cell is None:
         return
+    if _comparing >= AUDITS_IN_FLIGHT:  # each embeds two replies on the gateway's core
+        metrics.labelled(metrics.semantic_audits, "turned_down_skipped").inc()
+        return
+    _comparing += 1
     try:
         agreed = await replies_agree(turned_down.reply.content, fresh)
-        await cell_audits.record(async_cache_redis(), team_id, turned_down.cell, agreed)
+        client, entry_key = async_cache_redis(), turned_down.entry_key
+        counted = await cell_audits.record(client, team_id, turned_down.cell, agreed, entry_key)
     except REDIS_FAILURES as exc:
         logger.warning("audit of the candidate %s turned down: not kept: %s", request_id, exc)
         metrics.labelled(metrics.semantic_audits, "turned_down_failed").inc()
@@ -194,7 +203,11 @@ async def compare_turned_down(
         logger.exception("audit of the candidate %s turned down failed", request_id)
         metrics.labelled(metrics.semantic_audits, "turned_down_failed").inc()
         return
+    finally:
+        _comparing -= 1
     outcome = "turned_down_agreed" if agreed else "turned_down_disagreed"
+    if not counted:
+        outcome = "turned_down_counted_before"
     metrics.labelled(metrics.semantic_audits, outcome).inc()
     logger.info(
         "semantic cache audit of %s, candidate %s turned down (%s): %s",

@@ -196,6 +196,7 @@ class Completion:
         """A complete reply generated for this request's miss."""
         return (
             self.cache.result == Outcome.MISS
+            and not self.coalesced  # its leader's reply: compared by the leader, if drawn
             and self.status == "ok"
             and self.finish_reason is not None
         )

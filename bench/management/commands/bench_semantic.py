@@ -7,7 +7,7 @@ keep MiniLM's vectors, as those stored after a lookup that scored do; with
 --without-vectors they keep none, so a candidate's first scoring in the process embeds it
 too (caching/semantic_scores.py). With --team-id, lookups are a team's, as served: its
 lookup log is written, and its audits per evidence cell are read (a record holding every
-cell of the table, the most a team's can hold: caching/cell_audits.py)."""
+cell of the table: caching/cell_audits.py; only in the bench's own Redis)."""
 
 import asyncio
 import statistics
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from bench.semantic_evaluation import sts_b_pairs
 from caching import cell_audits, eviction, semantic
@@ -50,6 +50,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["team_id"] is not None and options["redis_url"]:
+            raise CommandError("--team-id writes audits for the team: only in the bench's Redis")
         with tempfile.TemporaryDirectory() as scratch:
             process = None
             url = options["redis_url"]
@@ -77,8 +79,9 @@ class Command(BaseCommand):
         self.team_id = options["team_id"]
         if self.team_id is not None:
             client = async_cache_redis()
-            for cell in false_hit_table().cells:
-                await cell_audits.record(client, self.team_id, cell, agreed=True)
+            for index, cell in enumerate(false_hit_table().cells):
+                entry = f"bench-entry-{index}"  # each cell's count from its own entry
+                await cell_audits.record(client, self.team_id, cell, True, entry)
         self.stdout.write(
             f"stored {len(stored)} questions in one context (a vector set per anchors) in "
             f"{time.perf_counter() - started:.0f} s"
