@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench import semantic_evaluation
-from bench.question_pairs import BLIND, FRESH, TRAINING, generated_pairs
+from bench.question_pairs import BLIND, FRESH, TRAINING, generated_pairs, traffic
 from bench.semantic_evaluation import Pair
 from caching.cell_audits import NO_AUDITS, CellAudits
 from caching.evidence import FLOOR, Evidence, FalseHitTable, evidence_of, probability_in_cell
@@ -48,6 +48,19 @@ def data_sets() -> dict[str, list[Pair]]:
 # band edge, so the table is a function of these recorded cosines, not of whichever CPU
 # runs the tests; tests check that this CPU's cosines are the same within that noise.
 RECORDED_COSINES = Path(__file__).with_name("data") / "development_cosines.npy"
+
+
+# Held-out question groups replayed as a long stream of one team's traffic (TRAFFIC_PAIRS
+# pairs an intent): what the team's audits teach its cells over time (replay_with_audits).
+TRAFFIC_GROUPS = {"held-out half": "held-out", "fresh group": FRESH, "blind group": BLIND}
+TRAFFIC_PAIRS = 200
+
+
+def traffic_sets() -> dict[str, list[Pair]]:
+    return {
+        f"a team's traffic from the {name}'s families": traffic(group, TRAFFIC_PAIRS)
+        for name, group in TRAFFIC_GROUPS.items()
+    }
 
 
 def development_sets() -> dict[str, list[Pair]]:

@@ -21,7 +21,9 @@ pattern of the held-out half appears in the dev half. A third group, TRAINING
 (bench/question_pair_training_data.py, written later), is in neither half: more intents for
 a second-stage model to learn from and be calibrated on, away from the held-out topics, and
 since 2026-12-07 development pairs of the semantic cache's false-hit table too
-(bench/calibration.py: the bound failed on them while they were unseen).
+(bench/calibration.py: the bound failed on them while they were unseen). Two more groups
+are held out, each scored once when it was new: FRESH (bench/question_pair_fresh_data.py)
+and BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound).
 
 It is a held-out evaluation set, written from language knowledge alone: no embedding model,
 cache or verifier was run on it, and nothing in it was tuned to any model's scores. The
@@ -168,12 +170,24 @@ def _slot(intent: Intent, name: str) -> Slot:
     return next(slot for slot in intent.slots if slot.name == name)
 
 
-def _pairs_for(intent: Intent, seen: set[tuple[str, str]]) -> list[Pair]:
-    """PAIRS_PER_INTENT pairs of one intent, POSITIVE_SHARE of them positives, none seen."""
+def traffic(half: str, per_intent: int) -> list[Pair]:
+    """A longer stream from one group's question families: per_intent pairs of each of its
+    intents (fewer where its slots run out), drawn with another seed than the group's own
+    pairs, none twice. What a team whose questions come from those families would send
+    over time, for replaying what its audits teach (bench/calibration.py)."""
+    seen: set[tuple[str, str]] = set()
+    intents = intents_of(half)
+    return [pair for i in intents for pair in _pairs_for(i, seen, per_intent, "traffic")]
+
+
+def _pairs_for(
+    intent: Intent, seen: set[tuple[str, str]], count: int = PAIRS_PER_INTENT, salt: str = ""
+) -> list[Pair]:
+    """`count` pairs of one intent, POSITIVE_SHARE of them positives, none seen."""
     _check_intent(intent)
-    rng = random.Random(f"{SEED}:{intent.name}")
-    positives_wanted = round(PAIRS_PER_INTENT * POSITIVE_SHARE)
-    wanted = [True] * positives_wanted + [False] * (PAIRS_PER_INTENT - positives_wanted)
+    rng = random.Random(f"{SEED}:{salt}{intent.name}")
+    positives_wanted = round(count * POSITIVE_SHARE)
+    wanted = [True] * positives_wanted + [False] * (count - positives_wanted)
     rng.shuffle(wanted)
     pairs: list[Pair] = []
     for positive in wanted:

@@ -52,7 +52,7 @@ MODEL_FILE = Path(__file__).with_name("false_hit_table.json")
 # on pairs above it only, and below it a hit is rarely right.
 FLOOR = 0.70
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+(?:\+\+|#)?", re.UNICODE)  # C, C++ and C# are three words
 # Words that rarely decide the answer. Not among them: "how", "why", "when", "where" and
 # "who" ("When did it end?" / "Why did it end?"), personal pronouns ("How do I get a refund
 # from you?" / "How do you get a refund from me?") and modal verbs ("Can I take it?" /

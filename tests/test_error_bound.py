@@ -164,3 +164,13 @@ def test_the_recorded_cosines_are_the_served_models_on_this_cpu(minilm):
 def test_content_words_drop_stop_words_and_endings_but_keep_pronouns_and_modals():
     assert content_words("The cakes are baking") == content_words("the cake is baked")
     assert content_words("Can I get a refund from you?") == ["can", "i", "get", "refund", "you"]
+
+
+@pytest.mark.unit
+def test_a_language_name_keeps_its_plus_signs_or_sharp():
+    """C, C++ and C# are three languages: "call C from C++" and "call C++ from C" are not the
+    same words in the same order (they were, as "c", until a blind group's traffic showed it)."""
+    assert content_words("call C function from C++") == ["call", "c", "function", "c++"]
+    assert content_words("Is C# like C?") == ["c#", "lik", "c"]  # (endings cut)
+    relation = Evidence.of("call C++ function from C", "call C function from C++", 0.97).relation
+    assert relation == "reordered"

@@ -244,6 +244,30 @@ REJECTED = [
         id="roles-a-name-and-a-number-that-is-no-year",
     ),
     pytest.param(
+        "How do I call a C++ function from a C program?",
+        "How do I call a C function from a C++ program?",
+        "roles",
+        id="roles-c-and-c++-are-two-names",
+    ),
+    pytest.param(
+        "How do I read a file in C#?",
+        "How do I read a file in C?",
+        "entities",
+        id="entities-c#-is-not-c",
+    ),
+    pytest.param(
+        "Ford Focus rear tyre pressure",
+        "Ford Focus front tyre pressure",
+        "antonyms",
+        id="antonyms-front-rear",
+    ),
+    pytest.param(
+        "excel formula count cells greater than 0 in column A",
+        "excel formula count cells less than 0 in column A",
+        "antonyms",
+        id="antonyms-greater-less",
+    ),
+    pytest.param(
         "What is 26.2 kilometres in yards?",
         "What is 26.2 centimetres in yards?",
         "numbers",

@@ -79,6 +79,8 @@ ANTONYMS = (  # base forms; inflect adds -s, -ed, -ing, -er, -est
     "inside inbound login/outside outbound logout",
     "near nearer nearest closer closest/far farther farthest furthest",
     "backup/restore",
+    "front/rear",
+    "greater/less lesser",
 )
 
 

@@ -15,10 +15,11 @@ from caching.verify.dates import CLOCK, clock_value, is_day, take_date
 from caching.verify.negation import NEGATORS, count_negations
 from caching.verify.quantities import AFTER_NUMBER, CARDINAL, UNIT, collapse_numbers
 
-# ordinal | number | word | sentence end (a capital after it is no sign of a name)
+# ordinal | number | word | sentence end (a capital after it is no sign of a name). A word
+# keeps a "++" or "#" right after it: C, C++ and C# are three languages (and C# a key).
 _TOKEN = re.compile(
     r"(\d+)(?:st|nd|rd|th)\b|(\d+(?:,\d{3})*(?:\.\d+)?)"
-    r"|([^\W\d_]+(?:'[^\W\d_]+)*)|([.!?:;\n])"
+    r"|([^\W\d_]+(?:'[^\W\d_]+)*(?:\+\+|#)?)|([.!?:;\n])"
 )
 _NOT_NAMES = NEGATORS | {"i", "i'm", "i'll", "i've", "i'd", "ok"}  # "I do NOT want"
 

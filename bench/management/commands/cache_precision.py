@@ -74,8 +74,32 @@ class Command(BaseCommand):
                     first = auditing[0]
                     replay = calibration.replay_with_audits(pairs, cosines, bound, first, misread)
                     rows.append(replay)
-            for row in rows:
-                self.stdout.write(
-                    f"| {row.rule} | {row.precision:.3f} | {row.recall:.3f} | "
-                    f"{row.false_hit_rate:.1%} | {row.true_hits} | {row.false_hits} |"
-                )
+            self._rows(rows)
+        if not audit_rates:
+            return
+        for name, pairs in calibration.traffic_sets().items():
+            positives = sum(p.same_meaning for p in pairs)
+            self.stdout.write(
+                f"\n**{name}** ({len(pairs)} pairs, {positives} with the same meaning; the "
+                "second half of each stream scored)\n"
+            )
+            self.stdout.write(
+                "| rule | precision | recall | false-hit rate | true hits | false hits |\n"
+                "|---|---|---|---|---|---|"
+            )
+            cosines = semantic_evaluation.similarities(embedder, pairs)
+            self._rows(
+                [
+                    calibration.replay_with_audits(pairs, cosines, bound, rate, misread)
+                    for bound in replay_bounds
+                    for rate in audit_rates
+                    for misread in sorted({0.0, misread if rate > 0 else 0.0})
+                ]
+            )
+
+    def _rows(self, rows: list[calibration.BoundScore]) -> None:
+        for row in rows:
+            self.stdout.write(
+                f"| {row.rule} | {row.precision:.3f} | {row.recall:.3f} | "
+                f"{row.false_hit_rate:.1%} | {row.true_hits} | {row.false_hits} |"
+            )
