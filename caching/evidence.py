@@ -41,6 +41,7 @@ Pure, a few microseconds per candidate; the table loads once per process.
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -226,7 +227,7 @@ def scored(
     candidate: str,
     cosine: float,
     confirmations: int = 0,
-    audited: dict[str, CellAudits] | None = None,
+    audited: Mapping[str, CellAudits] | None = None,
 ) -> tuple[float, str | None]:
     """How likely serving the candidate's reply for the query is a false hit (its cell's
     rate for this team and entry: probability_in_cell), and the cell; (1.0, None) below
@@ -243,6 +244,6 @@ def false_hit_probability(
     candidate: str,
     cosine: float,
     confirmations: int = 0,
-    audited: dict[str, CellAudits] | None = None,
+    audited: Mapping[str, CellAudits] | None = None,
 ) -> float:
     return scored(query, candidate, cosine, confirmations, audited)[0]

@@ -49,7 +49,7 @@ an entry's vector element whenever the entry goes.
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
@@ -246,7 +246,7 @@ async def lookup(
 async def _best_scored(
     slot: SemanticSlot,
     accepted: list[tuple[int, dict[str, Any]]],
-    known: tuple[list[str], list[Any], dict[str, cell_audits.CellAudits]],
+    known: tuple[list[str], list[Any], Mapping[str, cell_audits.CellAudits]],
     floor: float,
     bound: float | None,
     logged: tuple[list[bool | None], list[float | None], list[float | None]],

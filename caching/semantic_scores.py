@@ -18,6 +18,7 @@ import base64
 import binascii
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -111,7 +112,7 @@ def false_hit_probability(
     candidate: str,
     similarity: float,
     confirmed: Any,
-    audited: dict[str, CellAudits] | None = None,
+    audited: Mapping[str, CellAudits] | None = None,
 ) -> tuple[float, str | None]:
     """The candidate's false-hit probability for this team and entry, and its evidence
     cell (None below the floor cosine, where the probability is 1.0); 1.0 (never served

@@ -9,15 +9,20 @@ fresh and blind groups.
 
 Then each set replayed as one team's traffic with audits (`--audit-rates`, `--misread`:
 bench/calibration.py, replay_with_audits): what the bound does once the team's own audits
-are counted in its cells (caching/cell_audits.py), scored on the second half of the stream.
+are counted in its cells (caching/cell_audits.py), scored on the second half of the stream;
+and a longer stream from each held-out question group's families (calibration.traffic_sets:
+200 pairs an intent), replayed the same way.
 """
 
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from bench import calibration, semantic_evaluation
+from bench.semantic_evaluation import Pair
 from caching.evidence import false_hit_table
 from inference.embeddings import OnnxMiniLM
 
@@ -64,16 +69,7 @@ class Command(BaseCommand):
             )
             cosines = semantic_evaluation.similarities(embedder, pairs)
             rows = calibration.table(pairs, cosines, model, bounds, thresholds)
-            for bound in replay_bounds:
-                rows += [
-                    calibration.replay_with_audits(pairs, cosines, bound, rate)
-                    for rate in audit_rates
-                ]
-                auditing = [rate for rate in audit_rates if rate > 0]
-                if misread and auditing:
-                    first = auditing[0]
-                    replay = calibration.replay_with_audits(pairs, cosines, bound, first, misread)
-                    rows.append(replay)
+            rows += self._replays(pairs, cosines, replay_bounds, audit_rates, misread)
             self._rows(rows)
         if not audit_rates:
             return
@@ -88,14 +84,26 @@ class Command(BaseCommand):
                 "|---|---|---|---|---|---|"
             )
             cosines = semantic_evaluation.similarities(embedder, pairs)
-            self._rows(
-                [
-                    calibration.replay_with_audits(pairs, cosines, bound, rate, misread)
-                    for bound in replay_bounds
-                    for rate in audit_rates
-                    for misread in sorted({0.0, misread if rate > 0 else 0.0})
-                ]
-            )
+            self._rows(self._replays(pairs, cosines, replay_bounds, audit_rates, misread))
+
+    def _replays(
+        self,
+        pairs: list[Pair],
+        cosines: npt.NDArray[np.floating],
+        bounds: list[float],
+        rates: list[float],
+        misread: float,
+    ) -> list[calibration.BoundScore]:
+        """At each bound, each audit rate; and the first rate over 0 with a comparator
+        that misreads a right candidate as wrong with chance `misread`."""
+        rows = []
+        auditing = [rate for rate in rates if rate > 0]
+        for bound in bounds:
+            rows += [calibration.replay_with_audits(pairs, cosines, bound, r) for r in rates]
+            if misread and auditing:
+                replay = calibration.replay_with_audits(pairs, cosines, bound, auditing[0], misread)
+                rows.append(replay)
+        return rows
 
     def _rows(self, rows: list[calibration.BoundScore]) -> None:
         for row in rows:
