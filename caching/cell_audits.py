@@ -34,6 +34,7 @@ never changes another team's hits.
                                         set once the entry was counted in its team's cells
 """
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,9 @@ KEY_PREFIX = "sluice:cache:sem:cells:"
 COUNTED_PREFIX = "sluice:cache:sem:cell-audited:"
 CELL_AUDITS_TTL_S = 14 * 24 * 3600
 AUDITED, FALSE = "audited", "false"
+READ_EVERY_S = 1.0
+TEAMS_KEPT = 10_000
+_read: dict[int, tuple[float, "CellRecord"]] = {}  # team -> (when read, its record)
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,31 @@ class CellRecord(Mapping[str, CellAudits]):
         )
 
 
+def recently_read(team_id: int) -> CellRecord | None:
+    """The team's record as this process read it in the last READ_EVERY_S, if it did: a
+    busy team's lookups read the hash about once a second, not each time (its 70-odd
+    fields cost about 0.5 ms of the gateway's core per lookup, docs/benchmarks.md). An
+    audit this process counts is seen at once (record() forgets the team's copy); one
+    another process counts, within READ_EVERY_S."""
+    kept = _read.get(team_id)
+    if kept is None or time.monotonic() - kept[0] > READ_EVERY_S:
+        return None
+    return kept[1]
+
+
+def clear_local() -> None:
+    """Forget every record this process read (a fresh process, or a test's)."""
+    _read.clear()
+
+
+def read(team_id: int, raw: Any) -> CellRecord:
+    """The record from the team's HGETALL reply, kept for recently_read()."""
+    if len(_read) >= TEAMS_KEPT:
+        _read.pop(next(iter(_read)))  # the longest kept
+    record = _read[team_id] = (time.monotonic(), parse(raw))
+    return record[1]
+
+
 def parse(raw: Any) -> CellRecord:
     """The team's counts by cell, from its hash (HGETALL's reply: a dict, or a flat list of
     fields and values under RESP2; empty when the team has none)."""
@@ -131,6 +160,7 @@ async def record(
         for command in record_commands(team_id, cell, agreed):
             pipe.execute_command(*command)
         await pipe.execute()
+    _read.pop(team_id, None)
     return True
 
 

@@ -174,10 +174,12 @@ async def lookup(
     verify_enabled = verify_enabled or bound is not None
     gate = probe_floor(floor)
     batch = async_cache_redis_batch()  # each command shares a pipeline with other requests'
-    audited_cells = None
+    audited_cells, recent = None, None
     if team_id is not None and verify_enabled:  # what the team's audits found, per cell
-        audited_cells = batch.submit("HGETALL", cell_audits.key(team_id))
-        may_go_unawaited(audited_cells)
+        recent = cell_audits.recently_read(team_id)
+        if recent is None:
+            audited_cells = batch.submit("HGETALL", cell_audits.key(team_id))
+            may_go_unawaited(audited_cells)
     try:
         # Its own question's entry, in the search's round trip: a question asked before word
         # for word answers whatever the search finds (the probe ties reordered words).
@@ -198,7 +200,9 @@ async def lookup(
             near = near[:1]
         keys = [p + e for p in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX) for e in near]
         stored = await batch.execute("MGET", *keys) if near else []
-        audited = cell_audits.parse(await audited_cells) if audited_cells is not None else {}
+        audited: Mapping[str, cell_audits.CellAudits] = recent or {}
+        if audited_cells is not None and team_id is not None:
+            audited = cell_audits.read(team_id, await audited_cells)
     except REDIS_FAILURES as exc:
         raise SemanticUnavailable(str(exc)) from exc
     count = len(near)

@@ -6,6 +6,7 @@ reset_process_state() between cases so that no copy from one case answers in the
 the same is right for a process that must not trust what it held (after a fork).
 """
 
+from caching import cell_audits
 from caching.policy import cache_policies
 from foundation.redis_clients import reset_clients
 from gateway.accounts.authentication import forget_last_used_notes
@@ -21,6 +22,7 @@ def reset_process_state() -> None:
     key_records.clear_local()
     team_limits.clear_local()
     cache_policies.clear_local()
+    cell_audits.clear_local()
     catalog.clear_local()
     fleet_view.invalidate()  # a copy from before names workers that may be gone
     cold_start.clear_local()
