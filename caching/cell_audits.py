@@ -34,6 +34,7 @@ never changes another team's hits.
                                         set once the entry was counted in its team's cells
 """
 
+import asyncio
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -80,7 +81,12 @@ class CellRecord(Mapping[str, CellAudits]):
             fields = {_text(field): value for field, value in fields.items()}
         self._fields: dict[str, Any] = fields
 
+    def __bool__(self) -> bool:  # not Mapping's: its len() would parse every cell
+        return bool(self._fields)
+
     def __getitem__(self, cell: str) -> CellAudits:
+        if not isinstance(cell, str):
+            raise KeyError(cell)
         audited = _count(self._fields.get(f"{cell}|{AUDITED}"))
         false = _count(self._fields.get(f"{cell}|{FALSE}"))
         if audited is None and false is None:
@@ -105,8 +111,9 @@ def recently_read(team_id: int) -> CellRecord | None:
     """The team's record as this process read it in the last READ_EVERY_S, if it did: a
     busy team's lookups read the hash about once a second, not each time (its 70-odd
     fields cost about 0.5 ms of the gateway's core per lookup, docs/benchmarks.md). An
-    audit this process counts is seen at once (record() forgets the team's copy); one
-    another process counts, within READ_EVERY_S."""
+    audit this process counts makes the next lookup read the hash again (record() forgets
+    the team's copy; a read already on its way may still keep the older one, for at most
+    READ_EVERY_S); one another process counts is seen within READ_EVERY_S."""
     kept = _read.get(team_id)
     if kept is None or time.monotonic() - kept[0] > READ_EVERY_S:
         return None
@@ -120,10 +127,17 @@ def clear_local() -> None:
 
 def read(team_id: int, raw: Any) -> CellRecord:
     """The record from the team's HGETALL reply, kept for recently_read()."""
+    _read.pop(team_id, None)  # re-inserted last: the dict's order is the order of reading
     if len(_read) >= TEAMS_KEPT:
-        _read.pop(next(iter(_read)))  # the longest kept
+        _read.pop(next(iter(_read)))  # read longest ago
     record = _read[team_id] = (time.monotonic(), parse(raw))
     return record[1]
+
+
+def keep_if_read(team_id: int, reading: "asyncio.Future[Any]") -> None:
+    """A lookup that had no use for the team's record after all: keep it if it came."""
+    if reading.done() and not reading.cancelled() and reading.exception() is None:
+        read(team_id, reading.result())
 
 
 def parse(raw: Any) -> CellRecord:
@@ -136,7 +150,7 @@ def _count(value: Any) -> int | None:
     if value is None:
         return None
     text = _text(value)
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def record_commands(team_id: int, cell: str, agreed: bool) -> list[tuple[Any, ...]]:
@@ -156,13 +170,24 @@ async def record(
     counted = COUNTED_PREFIX + entry_key.rpartition(":")[2]  # the entry's sha256
     if not await client.set(counted, 1, nx=True, ex=CELL_AUDITS_TTL_S):
         return False
-    async with client.pipeline(transaction=True) as pipe:
-        for command in record_commands(team_id, cell, agreed):
-            pipe.execute_command(*command)
-        await pipe.execute()
+    try:
+        async with client.pipeline(transaction=True) as pipe:
+            for command in record_commands(team_id, cell, agreed):
+                pipe.execute_command(*command)
+            await pipe.execute()
+    except BaseException:
+        await _forget_marker(client, counted)  # not counted: a later audit may count it
+        raise
     _read.pop(team_id, None)
     return True
 
 
+async def _forget_marker(client: aioredis.Redis, marker: str) -> None:
+    try:
+        await client.delete(marker)
+    except Exception:  # Redis is failing already: the caller reports the first failure
+        return
+
+
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

@@ -235,7 +235,7 @@ def scored(
     found = evidence_of(query, candidate, cosine)
     if found is None:
         return 1.0, None
-    cell_audits = (audited or {}).get(found.cell, NO_AUDITS)
+    cell_audits = audited.get(found.cell, NO_AUDITS) if audited is not None else NO_AUDITS
     return probability_in_cell(found.cell, confirmations, cell_audits), found.cell
 
 

@@ -191,6 +191,8 @@ async def lookup(
         )  # fmt: skip
         own = await own_entry
         if own is not None:
+            if audited_cells is not None and team_id is not None:
+                cell_audits.keep_if_read(team_id, audited_cells)  # read anyway: keep it
             own_row = ((1.0, True, 0.0),)
             lookup_log.record_candidates(team_id, own_row, threshold, verify_enabled, bound)
             return Lookup(_match(json.loads(own), slot.element, 1.0), slot)
@@ -200,7 +202,7 @@ async def lookup(
             near = near[:1]
         keys = [p + e for p in (ENTRY_PREFIX, REPORTED_PREFIX, CONFIRMED_PREFIX) for e in near]
         stored = await batch.execute("MGET", *keys) if near else []
-        audited: Mapping[str, cell_audits.CellAudits] = recent or {}
+        audited: Mapping[str, cell_audits.CellAudits] = recent if recent is not None else {}
         if audited_cells is not None and team_id is not None:
             audited = cell_audits.read(team_id, await audited_cells)
     except REDIS_FAILURES as exc:

@@ -4,12 +4,18 @@ development pairs misrate it, and never another team's."""
 
 import asyncio
 import random
+import time
 
 import pytest
 
 from caching import cell_audits, eviction, semantic
 from caching.cell_audits import NO_AUDITS, CellAudits
-from caching.evidence import PRIOR_WEIGHT, false_hit_table, probability_in_cell
+from caching.evidence import (
+    PRIOR_WEIGHT,
+    false_hit_probability,
+    false_hit_table,
+    probability_in_cell,
+)
 from caching.exact import CachedReply
 from foundation.redis_clients import async_cache_redis
 from tests.semantic_slots import probed_slot
@@ -55,6 +61,7 @@ def test_audits_keep_the_bound_where_a_teams_traffic_is_worse_than_the_table_say
     without = replayed(SERVED, truth=0.15, audit_rate=0.0)
     assert without.count(True) > 0.10 * len(without)  # the table alone: 15% false hits
     with_audits = replayed(SERVED, truth=0.15, audit_rate=0.1)
+    assert len(with_audits) < len(without) / 2  # the cell closed for most of the stream
     assert with_audits.count(True) <= 0.05 * max(len(with_audits), 1)
 
 
@@ -78,6 +85,51 @@ def test_the_hash_is_read_whatever_the_protocol_and_odd_fields_are_ignored():
         "z": CellAudits(0, 0)
     }
     assert cell_audits.parse(["odd", "length", "list"]) == {}
+    assert cell_audits.parse({b"a|audited": "\u00b2", b"\xff|audited": b"3"}) == {
+        "\ufffd": CellAudits(3, 0)  # a superscript is no count; bytes never fail the lookup
+    }
+
+
+def full_record() -> list[str]:
+    fields = []
+    for cell in false_hit_table().cells:
+        fields += [f"{cell}|audited", "20", f"{cell}|false", "1"]
+    return fields
+
+
+@pytest.mark.unit
+def test_a_lookup_parses_only_the_cells_it_asks_about(monkeypatch):
+    parsed: list[object] = []
+    real = cell_audits._count
+
+    def counting(value: object) -> int | None:
+        parsed.append(value)
+        return real(value)
+
+    monkeypatch.setattr(cell_audits, "_count", counting)
+    record = cell_audits.parse(full_record())
+    assert record  # truthiness reads no cell
+    rate = false_hit_probability(ORIGINAL, PARAPHRASE, 0.97, 0, record)
+    assert rate == probability_in_cell("same-order 0.95", 0, CellAudits(20, 1))
+    assert len(parsed) == 2  # the candidate's cell: its two fields, of 70
+
+
+@pytest.mark.unit
+def test_a_teams_record_is_read_again_after_a_second_and_the_oldest_is_forgotten(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(cell_audits, "TEAMS_KEPT", 2)
+    cell_audits.clear_local()
+    first = cell_audits.read(1, full_record())
+    assert cell_audits.recently_read(1) is first
+    now[0] += cell_audits.READ_EVERY_S + 0.1
+    assert cell_audits.recently_read(1) is None  # stale: the lookup reads the hash again
+    cell_audits.read(2, [])
+    cell_audits.read(1, [])  # read again: now the newest
+    cell_audits.read(3, [])  # one too many: team 2, read longest ago, goes
+    assert cell_audits.recently_read(2) is None
+    assert cell_audits.recently_read(1) is not None and cell_audits.recently_read(3) is not None
+    cell_audits.clear_local()
 
 
 @pytest.mark.live

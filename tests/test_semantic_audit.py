@@ -169,6 +169,23 @@ def test_a_turned_down_candidate_whose_reply_differs_counts_against_the_cell_not
     assert not cache.keys(semantic.REPORTED_PREFIX + "*")
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_without_audits_no_candidate_turned_down_is_compared(platform):
+    client, team = platform["client"], platform["team"].pk
+    update_cache_policy(team, max_false_hit_rate=0.005)
+    assert ask(client, ORIGINAL)[1] == "miss"
+    wait_until(
+        lambda: ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "miss",
+        5,
+        "the 0.5% bound to reach the gateway",
+    )
+    assert ask(client, PARAPHRASE, extra_headers=NO_STORE)[1] == "miss"
+    time.sleep(0.5)  # a comparison would run in the background after the reply
+    assert not [line for line in metric_lines(platform) if "turned_down" in line]
+    assert team_cells(platform) == {}
+
+
 def reasks(platform: dict[str, Any], outcome: str) -> float:
     return metric_lines(platform).get(f'{REASKS}{{outcome="{outcome}"}}', 0)
 

@@ -256,6 +256,12 @@ REJECTED = [
         id="entities-c#-is-not-c",
     ),
     pytest.param(
+        "C# tutorial for beginners",
+        "C tutorial for beginners",
+        "entities",
+        id="entities-c#-first-in-its-sentence",
+    ),
+    pytest.param(
         "Ford Focus rear tyre pressure",
         "Ford Focus front tyre pressure",
         "antonyms",

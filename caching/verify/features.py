@@ -87,8 +87,8 @@ def _scan(text: str, dates: set[str]) -> tuple[list[str], set[str]]:
         inner += not start
         if raw[0].isupper() and low not in _NOT_NAMES and low not in CARDINAL:
             inner_caps += not start
-            if not start or any(c.isupper() for c in raw[1:]):
-                caps.add(low)
+            if not start or any(c.isupper() for c in raw[1:]) or low.endswith(("++", "#")):
+                caps.add(low)  # a sentence's first word only if it cannot be a plain word
         start, month = False, ""
     if inner >= 4 and inner_caps >= 0.75 * inner:
         caps = set()  # Title Case Or SHOUTING: here capitals say nothing about names

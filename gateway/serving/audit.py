@@ -112,9 +112,12 @@ async def _audit(dispatcher: Dispatcher, job: AuditJob) -> str:
     fresh = await _regenerate(dispatcher, job)
     if fresh is None:
         return "failed"
-    agreed = await replies_agree(job.cached.content, fresh)
+    compared = await compare_replies(job.cached.content, fresh)
+    agreed = compared is True
+    # The entry errs towards being turned down; its team's cell learns only from a verdict.
+    team_cell = job.team_cell if compared is not None else None
     try:
-        await semantic.record_audit(async_cache_redis(), job.entry_key, agreed, job.team_cell)
+        await semantic.record_audit(async_cache_redis(), job.entry_key, agreed, team_cell)
     except REDIS_FAILURES as exc:
         logger.warning("audit of %s: outcome not kept: %s", job.request_id, exc)
         return "failed"
@@ -192,7 +195,11 @@ async def compare_turned_down(
         return
     _comparing += 1
     try:
-        agreed = await replies_agree(turned_down.reply.content, fresh)
+        compared = await compare_replies(turned_down.reply.content, fresh)
+        if compared is None:  # nothing to compare with: no verdict for the cell
+            metrics.labelled(metrics.semantic_audits, "turned_down_failed").inc()
+            return
+        agreed = compared
         client, entry_key = async_cache_redis(), turned_down.entry_key
         counted = await cell_audits.record(client, team_id, turned_down.cell, agreed, entry_key)
     except REDIS_FAILURES as exc:
@@ -220,7 +227,14 @@ async def compare_turned_down(
 
 async def replies_agree(cached: str, fresh: str) -> bool:
     """Equal texts; or replies verification accepts as saying the same (their beginnings)
-    whose embeddings are at least AGREEMENT similar."""
+    whose embeddings are at least AGREEMENT similar. Without an embedder to compare them
+    with, not counted as agreement."""
+    return await compare_replies(cached, fresh) is True
+
+
+async def compare_replies(cached: str, fresh: str) -> bool | None:
+    """replies_agree's verdict, or None when the embeddings it needs cannot be made (no
+    embedder, a reply MiniLM cannot read whole): no verdict."""
     if cached.strip() == fresh.strip():
         return True
     if not cached.strip() or not fresh.strip():
@@ -232,5 +246,5 @@ async def replies_agree(cached: str, fresh: str) -> bool:
         left = await embedder.embed(cached[:COMPARED_CHARS])
         right = await embedder.embed(fresh[:COMPARED_CHARS])
     except (EmbedderUnavailable, TextTooLong):
-        return False  # nothing to compare with: not counted as agreement
+        return None
     return float(np.dot(left, right)) >= AGREEMENT
