@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench import semantic_evaluation
-from bench.question_pairs import BLIND, FRESH, TRAINING, generated_pairs, traffic
+from bench.question_pairs import BLIND, EXTRA, FRESH, SEALED, TRAINING, generated_pairs, traffic
 from bench.semantic_evaluation import Pair
 from caching.cell_audits import NO_AUDITS, CellAudits
 from caching.evidence import FLOOR, Evidence, FalseHitTable, evidence_of, probability_in_cell
@@ -33,12 +33,17 @@ def data_sets() -> dict[str, list[Pair]]:
         # 30 more intents, in neither half (bench/question_pair_training_data.py, written as
         # a cross-encoder trial's training data): more question families for the table
         THIRD_GROUP: generated_pairs(TRAINING),
+        # 20 intents written after the third group broke the bound (2026-12-07), scored once
+        # while held out, development since the third session of that day
+        "generated pairs, fresh group (development)": generated_pairs(FRESH),
+        # 30 intents by another writer (2026-12-07, a third session), development from the start
+        "generated pairs, extra group (development)": generated_pairs(EXTRA),
         "STS-B test (held out)": semantic_evaluation.sts_b_pairs(("test",)),
         "generated pairs, held-out half": generated_pairs("held-out"),
-        # 20 intents written after the third group broke the bound (2026-12-07), scored once
-        "generated pairs, fresh group (held out)": generated_pairs(FRESH),
         # 20 more, written after the fresh group broke it too (2026-12-07, a second session)
         "generated pairs, blind group (held out)": generated_pairs(BLIND),
+        # 20 more, written beside the extra group (2026-12-07, a third session), scored once
+        "generated pairs, sealed group (held out)": generated_pairs(SEALED),
     }
 
 
@@ -52,7 +57,7 @@ RECORDED_COSINES = Path(__file__).with_name("data") / "development_cosines.npy"
 
 # Held-out question groups replayed as a long stream of one team's traffic (TRAFFIC_PAIRS
 # pairs an intent): what the team's audits teach its cells over time (replay_with_audits).
-TRAFFIC_GROUPS = {"held-out half": "held-out", "fresh group": FRESH, "blind group": BLIND}
+TRAFFIC_GROUPS = {"held-out half": "held-out", "blind group": BLIND, "sealed group": SEALED}
 TRAFFIC_PAIRS = 200
 
 

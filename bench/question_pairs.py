@@ -21,9 +21,12 @@ pattern of the held-out half appears in the dev half. A third group, TRAINING
 (bench/question_pair_training_data.py, written later), is in neither half: more intents for
 a second-stage model to learn from and be calibrated on, away from the held-out topics, and
 since 2026-12-07 development pairs of the semantic cache's false-hit table too
-(bench/calibration.py: the bound failed on them while they were unseen). Two more groups
-are held out, each scored once when it was new: FRESH (bench/question_pair_fresh_data.py)
-and BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound).
+(bench/calibration.py: the bound failed on them while they were unseen). Three more groups
+were held out, each scored once when it was new: FRESH (bench/question_pair_fresh_data.py),
+BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound) and SEALED
+(bench/question_pair_sealed_data.py, written with EXTRA). FRESH has been development data
+since then, with EXTRA (bench/question_pair_extra_data.py, 30 more intents by another
+writer): more question families for the table.
 
 It is a held-out evaluation set, written from language knowledge alone: no embedding model,
 cache or verifier was run on it, and nothing in it was tuned to any model's scores. The
@@ -36,16 +39,27 @@ from string import Formatter
 
 from bench.question_pair_blind_data import BLIND_INTENTS
 from bench.question_pair_data import INTENTS, Intent, Slot
+from bench.question_pair_extra_data import EXTRA_INTENTS
 from bench.question_pair_fresh_data import FRESH_INTENTS
+from bench.question_pair_sealed_data import SEALED_INTENTS
 from bench.question_pair_training_data import TRAINING_INTENTS
 from bench.semantic_evaluation import Pair
 
 SEED = 20_240_917
 HALVES = ("dev", "held-out")
 TRAINING = "training"  # bench/question_pair_training_data.py: a second stage's, neither half
-FRESH = "fresh"  # bench/question_pair_fresh_data.py: held out, written after the rest
+FRESH = "fresh"  # bench/question_pair_fresh_data.py: held out once, development since
 BLIND = "blind"  # bench/question_pair_blind_data.py: held out, written after FRESH was seen
-GROUPS = (*HALVES, TRAINING, FRESH, BLIND)
+EXTRA = "extra"  # bench/question_pair_extra_data.py: development, 30 intents by another writer
+SEALED = "sealed"  # bench/question_pair_sealed_data.py: held out, written beside EXTRA
+GROUPS = (*HALVES, TRAINING, FRESH, BLIND, EXTRA, SEALED)
+_GROUP_INTENTS = {
+    TRAINING: TRAINING_INTENTS,
+    FRESH: FRESH_INTENTS,
+    BLIND: BLIND_INTENTS,
+    EXTRA: EXTRA_INTENTS,
+    SEALED: SEALED_INTENTS,
+}
 PAIRS_PER_INTENT = 40
 POSITIVE_SHARE = 0.45
 REWORDED_NEAR_MISS_SHARE = 0.5  # near-misses whose second question uses another wording
@@ -108,8 +122,8 @@ SlotValues = dict[str, str]
 
 
 def generated_pairs(half: str) -> list[Pair]:
-    """The labelled pairs of one half, "dev" or "held-out" (or of the TRAINING, FRESH or
-    BLIND intents): the same list on every call."""
+    """The labelled pairs of one half, "dev" or "held-out", or of another group of GROUPS:
+    the same list on every call."""
     return [pair for family in generated_families(half) for pair in family]
 
 
@@ -125,18 +139,14 @@ def intents_of(half: str) -> list[Intent]:
     if half not in GROUPS:
         raise ValueError(f"unknown half {half!r}: expected one of {GROUPS}")
     _check_split()
-    if half == TRAINING:
-        return list(TRAINING_INTENTS)
-    if half == FRESH:
-        return list(FRESH_INTENTS)
-    if half == BLIND:
-        return list(BLIND_INTENTS)
+    if half in _GROUP_INTENTS:
+        return list(_GROUP_INTENTS[half])
     names = DEV_INTENTS if half == "dev" else HELD_OUT_INTENTS
     return [intent for intent in INTENTS if intent.name in names]
 
 
 def _check_split() -> None:
-    every = (*INTENTS, *TRAINING_INTENTS, *FRESH_INTENTS, *BLIND_INTENTS)
+    every = (*INTENTS, *(intent for group in _GROUP_INTENTS.values() for intent in group))
     named = [intent.name for intent in every]
     if len(set(named)) != len(named):
         raise ValueError("two intents share a name")

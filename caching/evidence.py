@@ -9,8 +9,10 @@ falls in one cell of a small table, by
   question's: the same in the same order (only stop words, case, punctuation or endings
   differ), the same reordered (swapped roles: "can dogs eat cat food" / "can cats eat dog
   food"), reframed (only a phrase that frames a request differs: "could you tell me",
-  "I want to know"), one swapped for another, some only on one side (a detail added or
-  dropped), or reworded (words only on each side);
+  "I want to know"), one swapped for another, a short phrase swapped for another in the
+  same sentence ("pack a checked suitcase" / "pack a cabin bag": the one-word swap's
+  near-miss, written with more words), some only on one side (a detail added or dropped),
+  or reworded (words only on each side);
 - its cosine band;
 - whether both texts ask (a question or a request: "...?", "How do I...", "Convert 5
   miles to km"), or either is a statement. The two are measured apart because they fail
@@ -131,9 +133,38 @@ def _unframed(text: str) -> list[str]:
     return content_words(_FRAME_PHRASE.sub(" ", text.lower()))
 
 
+# A phrase swap: the two texts are one sentence with one short phrase changed, "How long
+# should I rest between sets for {muscle growth / muscular endurance}?". Generated
+# near-misses that change a slot of several words land here; true rewordings rarely keep
+# that much of the sentence and change only a phrase inside it. Counted as "reworded"
+# until 2026-12-07 (a third session), where these near-misses sat at cosine 0.90 to 0.95
+# among true rewordings and made that cell's rate a promise only for some families.
+PHRASE_WORDS = 3  # the longest phrase, in content words, on either side
+FRAME_WORDS = 2  # the fewest content words the two share around it
+
+
+def swaps_a_phrase(mine: list[str], theirs: list[str]) -> bool:
+    """The content words are the same before and after one phrase on each side (of at
+    most PHRASE_WORDS, sharing no word), with at least FRAME_WORDS around it."""
+    shortest = min(len(mine), len(theirs))
+    before = 0
+    while before < shortest and mine[before] == theirs[before]:
+        before += 1
+    after = 0
+    while after < shortest - before and mine[-1 - after] == theirs[-1 - after]:
+        after += 1
+    phrase, other = mine[before : len(mine) - after], theirs[before : len(theirs) - after]
+    return (
+        0 < len(phrase) <= PHRASE_WORDS
+        and 0 < len(other) <= PHRASE_WORDS
+        and not set(phrase) & set(other)
+        and before + after >= FRAME_WORDS
+    )
+
+
 @dataclass(frozen=True)
 class Evidence:
-    relation: str  # same-order, reordered, reframed, one-swap, one-sided, reworded
+    relation: str  # same-order, reordered, reframed, one-swap, phrase-swap, one-sided, reworded
     band: float  # the lower edge of the cosine's band
     asking: bool = False  # both texts ask (see asks())
 
@@ -149,6 +180,8 @@ class Evidence:
             relation = "one-swap"
         elif not only_mine or not only_theirs:
             relation = "one-sided"
+        elif swaps_a_phrase(mine, theirs):
+            relation = "phrase-swap"
         else:
             relation = "reworded"
         band = next((edge for edge in BANDS if cosine >= edge), 0.0)

@@ -5,12 +5,15 @@ import pytest
 from bench.question_pair_data import INTENTS
 from bench.question_pairs import (
     BLIND,
+    EXTRA,
     FRESH,
+    GROUPS,
     HALVES,
     HELD_OUT_INTENTS,
     NEAR_MISS_KINDS,
     PAIRS_PER_INTENT,
     PARAPHRASE,
+    SEALED,
     TRAINING,
     generated_families,
     generated_pairs,
@@ -19,7 +22,6 @@ from bench.question_pairs import (
 from bench.semantic_evaluation import Pair
 
 pytestmark = pytest.mark.unit
-GROUPS = (*HALVES, TRAINING, FRESH, BLIND)
 
 
 def sentences(pairs: list[Pair]) -> set[str]:
@@ -49,21 +51,15 @@ def test_the_training_intents_share_no_intent_sentence_or_template_with_either_h
         assert not {t for intent in intents_of(half) for t in intent.templates} & templates
 
 
-def test_the_fresh_intents_share_no_intent_sentence_or_template_with_any_other_group():
-    fresh = generated_pairs(FRESH)
-    templates = {t for intent in intents_of(FRESH) for t in intent.templates}
-    for group in (*HALVES, TRAINING):
-        assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(FRESH)}
-        assert not sentences(generated_pairs(group)) & sentences(fresh)
-        assert not {t for intent in intents_of(group) for t in intent.templates} & templates
-
-
-def test_the_blind_intents_share_no_intent_sentence_or_template_with_any_other_group():
-    blind = generated_pairs(BLIND)
-    templates = {t for intent in intents_of(BLIND) for t in intent.templates}
-    for group in (*HALVES, TRAINING, FRESH):
-        assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(BLIND)}
-        assert not sentences(generated_pairs(group)) & sentences(blind)
+@pytest.mark.parametrize("later", [FRESH, BLIND, EXTRA, SEALED])
+def test_a_later_group_shares_no_intent_sentence_or_template_with_any_other(later):
+    """Each group written after the halves is new text: no intent, template or sentence of
+    any other group, held out or not."""
+    pairs = generated_pairs(later)
+    templates = {t for intent in intents_of(later) for t in intent.templates}
+    for group in (g for g in GROUPS if g != later):
+        assert not {i.name for i in intents_of(group)} & {i.name for i in intents_of(later)}
+        assert not sentences(generated_pairs(group)) & sentences(pairs)
         assert not {t for intent in intents_of(group) for t in intent.templates} & templates
 
 

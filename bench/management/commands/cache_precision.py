@@ -3,9 +3,9 @@ rate on each data set and half: at error bounds (the team's max_false_hit_rate),
 fixed thresholds with verification, and for plain cosine.
 
 Development data (what the false-hit model is fit on: `calibrate_semantic_cache`): STS-B
-train and dev, the adversarial pairs, the generated pairs' development half and third
-group. Held out (never fit on): STS-B test, the generated pairs' held-out half, and their
-fresh and blind groups.
+train and dev, the adversarial pairs, the generated pairs' development half, third group,
+fresh group and extra group. Held out (never fit on): STS-B test, the generated pairs'
+held-out half, and their blind and sealed groups.
 
 Then each set replayed as one team's traffic with audits (`--audit-rates`, `--misread`:
 bench/calibration.py, replay_with_audits): what the bound does once the team's own audits

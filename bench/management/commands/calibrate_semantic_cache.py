@@ -1,7 +1,7 @@
 """python manage.py calibrate_semantic_cache: measure the semantic cache's false-hit table
 (caching/false_hit_table.json) on the development pairs: STS-B train and dev, the
-adversarial pairs, the generated pairs' development half and their third group (30 more
-intents), never a held-out half.
+adversarial pairs, the generated pairs' development half and their third, fresh and extra
+groups (80 more intents), never a held-out half.
 
 The int8 model the gateway serves embeds the pairs (about 45 s on one core). Run it again
 after changing verification, the evidence cells or the development data, then commit the
