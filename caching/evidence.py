@@ -24,13 +24,14 @@ falls in one cell of a small table, by
   whatever they are: nothing is left for the two kinds of text to differ on.
 
 and the cell's false-hit rate, measured on development pairs only (STS-B train and dev,
-the adversarial pairs, the generated set's development half and its third group of 30
-intents: `manage.py calibrate_semantic_cache`) and smoothed (Jeffreys: (false + 0.5) /
+the adversarial pairs, and 100 intents of generated question pairs:
+`manage.py calibrate_semantic_cache`) and smoothed (Jeffreys: (false + 0.5) /
 (pairs + 1), so a cell with 0 false hits in 30 pairs says 1.6%, not 0%), is the
 candidate's false-hit probability. The candidate answers when that is at most the bound,
 so the false-hit rate among hits stays at most the bound wherever traffic resembles the
-development pairs (held-out halves: docs/benchmarks.md; question families unlike them can
-sit above it, as the third group did before it was measured in). A team's own audits of
+development pairs (held-out sets: docs/benchmarks.md; question families unlike them can
+sit above it, as three held-out groups did before they, or the phrase swap, were measured
+in). A team's own audits of
 its hits in a cell move the cell's rate for that team (caching/cell_audits.py), so traffic
 unlike the development pairs is rated by what it turns out to be. An entry a team reported
 as a false hit never answers another question again (caching/semantic.py).
@@ -240,7 +241,7 @@ def probability_in_cell(
 
     The cell's rate in the table is the prior, worth PRIOR_WEIGHT pairs. The team's own
     audits of its hits in this cell (caching/cell_audits.py) are added to it: after 20
-    audits of which 4 found a false hit, a 4.5% cell is rated (0.9 + 4) / 40 = 12% for
+    audits of which 4 found a false hit, a 3.5% cell is rated (0.7 + 4) / 40 = 12% for
     that team. Then the entry's own audits that agreed with a fresh answer each count as
     one more pair without a false hit, up to PRIOR_WEIGHT of them: at most halved, since
     agreements on some questions say little about every other one (an audit that disagreed

@@ -173,6 +173,21 @@ def test_the_shipped_table_is_what_the_development_pairs_measure_today():
     assert "held" not in shipped.fit_on and "test" not in shipped.fit_on
 
 
+@pytest.mark.unit
+def test_each_development_question_set_left_out_of_the_table_stays_within_2_and_5_percent():
+    """The bound on question families its table has not seen, from development data alone:
+    each development question set scored by a table measured on all the others. At 2%
+    this failed (1 false hit in 16 on the extra group) while a phrase swapped inside one
+    sentence counted as a rewording; at 3% it still fails (the third group, 4.5%)."""
+    bounds = [0.02, 0.05]
+    scores = calibration.leave_one_group_out(calibration.recorded_cosines(), bounds)
+    assert len(scores) == 5  # the adversarial pairs and four generated groups
+    for name, rows in scores.items():
+        for bound, row in zip(bounds, rows, strict=True):
+            assert row.false_hit_rate <= bound, f"{name} at {bound:.0%}: {row}"
+    assert sum(row.true_hits for rows in scores.values() for row in rows) > 0
+
+
 @pytest.mark.live
 def test_the_recorded_cosines_are_the_served_models_on_this_cpu(minilm):
     """Within the int8 kernels' differences from CPU to CPU; another model, another

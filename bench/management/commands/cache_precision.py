@@ -11,7 +11,9 @@ Then each set replayed as one team's traffic with audits (`--audit-rates`, `--mi
 bench/calibration.py, replay_with_audits): what the bound does once the team's own audits
 are counted in its cells (caching/cell_audits.py), scored on the second half of the stream;
 and a longer stream from each held-out question group's families (calibration.traffic_sets:
-200 pairs an intent), replayed the same way.
+200 pairs an intent), replayed the same way. Between the two, each development question
+set scored by a table measured without it (calibration.leave_one_group_out): the bound on
+families its table has not seen, judged on development data alone.
 """
 
 from typing import Any
@@ -70,6 +72,15 @@ class Command(BaseCommand):
             cosines = semantic_evaluation.similarities(embedder, pairs)
             rows = calibration.table(pairs, cosines, model, bounds, thresholds)
             rows += self._replays(pairs, cosines, replay_bounds, audit_rates, misread)
+            self._rows(rows)
+        for name, rows in calibration.leave_one_group_out(
+            calibration.recorded_cosines(), bounds
+        ).items():
+            self.stdout.write(f"\n**{name}, scored by a table measured without it**\n")
+            self.stdout.write(
+                "| rule | precision | recall | false-hit rate | true hits | false hits |\n"
+                "|---|---|---|---|---|---|"
+            )
             self._rows(rows)
         if not audit_rates:
             return
