@@ -14,7 +14,16 @@ import numpy as np
 import numpy.typing as npt
 
 from bench import semantic_evaluation
-from bench.question_pairs import BLIND, EXTRA, FRESH, SEALED, TRAINING, generated_pairs, traffic
+from bench.question_pairs import (
+    BLIND,
+    EXTRA,
+    FRESH,
+    SEALED,
+    TRAINING,
+    UNSEEN,
+    generated_pairs,
+    traffic,
+)
 from bench.semantic_evaluation import Pair
 from caching.cell_audits import NO_AUDITS, CellAudits
 from caching.evidence import FLOOR, Evidence, FalseHitTable, evidence_of, probability_in_cell
@@ -43,7 +52,10 @@ def data_sets() -> dict[str, list[Pair]]:
         # 20 more, written after the fresh group broke it too (2026-12-07, a second session)
         "generated pairs, blind group (held out)": generated_pairs(BLIND),
         # 20 more, written beside the extra group (2026-12-07, a third session), scored once
+        # before the 0.925 cosine band (then a second time, with it)
         "generated pairs, sealed group (held out)": generated_pairs(SEALED),
+        # 20 more, written after the sealed group was scored, scored once with the 0.925 band
+        "generated pairs, unseen group (held out)": generated_pairs(UNSEEN),
     }
 
 
@@ -57,7 +69,12 @@ RECORDED_COSINES = Path(__file__).with_name("data") / "development_cosines.npy"
 
 # Held-out question groups replayed as a long stream of one team's traffic (TRAFFIC_PAIRS
 # pairs an intent): what the team's audits teach its cells over time (replay_with_audits).
-TRAFFIC_GROUPS = {"held-out half": "held-out", "blind group": BLIND, "sealed group": SEALED}
+TRAFFIC_GROUPS = {
+    "held-out half": "held-out",
+    "blind group": BLIND,
+    "sealed group": SEALED,
+    "unseen group": UNSEEN,
+}
 TRAFFIC_PAIRS = 200
 
 

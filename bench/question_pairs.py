@@ -23,10 +23,12 @@ a second-stage model to learn from and be calibrated on, away from the held-out 
 since 2026-12-07 development pairs of the semantic cache's false-hit table too
 (bench/calibration.py: the bound failed on them while they were unseen). Three more groups
 were held out, each scored once when it was new: FRESH (bench/question_pair_fresh_data.py),
-BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound) and SEALED
-(bench/question_pair_sealed_data.py, written with EXTRA). FRESH has been development data
-since then, with EXTRA (bench/question_pair_extra_data.py, 30 more intents by another
-writer): more question families for the table.
+BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound), SEALED
+(bench/question_pair_sealed_data.py, written with EXTRA) and UNSEEN
+(bench/question_pair_unseen_data.py, written after SEALED had been scored, to judge the
+rules chosen after that). FRESH has been development data since then, with EXTRA
+(bench/question_pair_extra_data.py, 30 more intents by another writer): more question
+families for the table.
 
 It is a held-out evaluation set, written from language knowledge alone: no embedding model,
 cache or verifier was run on it, and nothing in it was tuned to any model's scores. The
@@ -43,6 +45,7 @@ from bench.question_pair_extra_data import EXTRA_INTENTS
 from bench.question_pair_fresh_data import FRESH_INTENTS
 from bench.question_pair_sealed_data import SEALED_INTENTS
 from bench.question_pair_training_data import TRAINING_INTENTS
+from bench.question_pair_unseen_data import UNSEEN_INTENTS
 from bench.semantic_evaluation import Pair
 
 SEED = 20_240_917
@@ -52,13 +55,15 @@ FRESH = "fresh"  # bench/question_pair_fresh_data.py: held out once, development
 BLIND = "blind"  # bench/question_pair_blind_data.py: held out, written after FRESH was seen
 EXTRA = "extra"  # bench/question_pair_extra_data.py: development, 30 intents by another writer
 SEALED = "sealed"  # bench/question_pair_sealed_data.py: held out, written beside EXTRA
-GROUPS = (*HALVES, TRAINING, FRESH, BLIND, EXTRA, SEALED)
+UNSEEN = "unseen"  # bench/question_pair_unseen_data.py: held out, written after SEALED was seen
+GROUPS = (*HALVES, TRAINING, FRESH, BLIND, EXTRA, SEALED, UNSEEN)
 _GROUP_INTENTS = {
     TRAINING: TRAINING_INTENTS,
     FRESH: FRESH_INTENTS,
     BLIND: BLIND_INTENTS,
     EXTRA: EXTRA_INTENTS,
     SEALED: SEALED_INTENTS,
+    UNSEEN: UNSEEN_INTENTS,
 }
 PAIRS_PER_INTENT = 40
 POSITIVE_SHARE = 0.45

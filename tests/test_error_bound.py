@@ -18,8 +18,8 @@ from tests.semantic_slots import probed_slot
 # |cosine here - recorded|: ONNX Runtime's int8 kernels differ slightly from CPU to CPU
 # (a few pairs in 8,000 crossed a band edge between an AVX-512 machine and an AVX2 one).
 # Recorded on an AMD EPYC (AVX2, no VNNI), the third group of generated pairs appended on
-# 2026-12-07 from an Intel Xeon (AVX-512 VNNI), the fresh and extra groups the same way by
-# a third session that day; an Intel Xeon with AVX-512 VNNI, the same
+# 2026-12-07 from an Intel Xeon (AVX-512 VNNI), the fresh and extra groups from an AMD EPYC
+# (AVX2) by a third session that day; an Intel Xeon with AVX-512 VNNI, the same
 # prepared model byte for byte, is off by 0.0101 at the 99th percentile and 0.021 at most
 # (the earlier 0.01 failed there). The float32 model is off by 0.076 at the 99th
 # percentile, so these still tell models apart.
@@ -176,16 +176,17 @@ def test_the_shipped_table_is_what_the_development_pairs_measure_today():
 @pytest.mark.unit
 def test_each_development_question_set_left_out_of_the_table_stays_within_2_and_5_percent():
     """The bound on question families its table has not seen, from development data alone:
-    each development question set scored by a table measured on all the others. At 2%
-    this failed (1 false hit in 16 on the extra group) while a phrase swapped inside one
-    sentence counted as a rewording; at 3% it still fails (the third group, 4.5%)."""
+    each development question set scored by a table measured on all the others, and each
+    served some. At 2% this failed (1 false hit in 16 on the extra group) while a phrase
+    swapped inside one sentence counted as a rewording; at 3% it still fails (the third
+    group, 4.5%: docs/benchmarks.md)."""
     bounds = [0.02, 0.05]
     scores = calibration.leave_one_group_out(calibration.recorded_cosines(), bounds)
     assert len(scores) == 5  # the adversarial pairs and four generated groups
     for name, rows in scores.items():
         for bound, row in zip(bounds, rows, strict=True):
             assert row.false_hit_rate <= bound, f"{name} at {bound:.0%}: {row}"
-    assert sum(row.true_hits for rows in scores.values() for row in rows) > 0
+        assert rows[-1].true_hits > 0, name
 
 
 @pytest.mark.live

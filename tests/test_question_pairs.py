@@ -15,6 +15,7 @@ from bench.question_pairs import (
     PARAPHRASE,
     SEALED,
     TRAINING,
+    UNSEEN,
     generated_families,
     generated_pairs,
     intents_of,
@@ -51,7 +52,7 @@ def test_the_training_intents_share_no_intent_sentence_or_template_with_either_h
         assert not {t for intent in intents_of(half) for t in intent.templates} & templates
 
 
-@pytest.mark.parametrize("later", [FRESH, BLIND, EXTRA, SEALED])
+@pytest.mark.parametrize("later", [FRESH, BLIND, EXTRA, SEALED, UNSEEN])
 def test_a_later_group_shares_no_intent_sentence_or_template_with_any_other(later):
     """Each group written after the halves is new text: no intent, template or sentence of
     any other group, held out or not."""
