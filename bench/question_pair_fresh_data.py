@@ -1,4 +1,4 @@
-"""A fresh held-out group of question intents, the fourth, for a blind check of the cache.
+"""A fresh group of question intents, the fourth: held out once, development data since.
 
 Written on 2026-12-07 from language knowledge alone, after the third group
 (bench/question_pair_training_data.py) had been folded into the semantic cache's development

@@ -1,4 +1,4 @@
-"""A seventh, unseen held-out group of question intents, for another blind check of the cache.
+"""An unseen held-out group of question intents (the eighth), for another blind check.
 
 Written on 2026-12-07 from language knowledge alone, after the sealed group had been scored,
 by a writer told to run no embedding model, cache or verifier on it: none was run on any of

@@ -1,4 +1,4 @@
-"""Generated, labelled question pairs for measuring the semantic cache: a dev and a held-out half.
+"""Generated, labelled question pairs for measuring the semantic cache, in groups of intents.
 
 A semantic cache answers a question with the cached reply of an earlier question that means
 the same. These pairs measure how often it would be right. Each pair comes from one intent
@@ -21,7 +21,7 @@ pattern of the held-out half appears in the dev half. A third group, TRAINING
 (bench/question_pair_training_data.py, written later), is in neither half: more intents for
 a second-stage model to learn from and be calibrated on, away from the held-out topics, and
 since 2026-12-07 development pairs of the semantic cache's false-hit table too
-(bench/calibration.py: the bound failed on them while they were unseen). Three more groups
+(bench/calibration.py: the bound failed on them while they were unseen). Four more groups
 were held out, each scored once when it was new: FRESH (bench/question_pair_fresh_data.py),
 BLIND (bench/question_pair_blind_data.py, written after FRESH broke the bound), SEALED
 (bench/question_pair_sealed_data.py, written with EXTRA) and UNSEEN
@@ -30,9 +30,10 @@ rules chosen after that). FRESH has been development data since then, with EXTRA
 (bench/question_pair_extra_data.py, 30 more intents by another writer): more question
 families for the table.
 
-It is a held-out evaluation set, written from language knowledge alone: no embedding model,
-cache or verifier was run on it, and nothing in it was tuned to any model's scores. The
-output is deterministic (one fixed seed per intent): the same pairs on every call.
+Every group was written from language knowledge alone: no embedding model, cache or
+verifier was run on it while it was written, and nothing in it was tuned to any model's
+scores. The output is deterministic (one fixed seed per intent): the same pairs on every
+call.
 """
 
 import random

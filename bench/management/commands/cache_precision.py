@@ -5,7 +5,7 @@ fixed thresholds with verification, and for plain cosine.
 Development data (what the false-hit model is fit on: `calibrate_semantic_cache`): STS-B
 train and dev, the adversarial pairs, the generated pairs' development half, third group,
 fresh group and extra group. Held out (never fit on): STS-B test, the generated pairs'
-held-out half, and their blind and sealed groups.
+held-out half, and their blind, sealed and unseen groups.
 
 Then each set replayed as one team's traffic with audits (`--audit-rates`, `--misread`:
 bench/calibration.py, replay_with_audits): what the bound does once the team's own audits
