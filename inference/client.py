@@ -134,7 +134,27 @@ async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, N
             payload = line[5:].strip()
             if payload == b"[DONE]":
                 return
-            yield orjson.loads(payload)
+            event = orjson.loads(payload)
+            if type(event) is not dict:
+                raise UpstreamError("worker sent an event that is not an object", url, False)
+            if "error" in event or event.get("object") == "error":
+                raise _error_event(event, url)
+            yield event
+
+
+def _error_event(event: Chunk, url: str) -> UpstreamError:
+    """vLLM reports a failure after its 200 (a parser's exception, an engine error) as
+    an event, `{"error": {"message", "type", "code"}}` (older releases: the same fields
+    with `"object": "error"`), then [DONE]. Read as a chunk it would reach the client
+    with the worker's own words, or end a text completion with no finish_reason and no
+    error, and be billed as a success; as an UpstreamError it takes the failure's path
+    (retried elsewhere when it is the first event; a 4xx code is the request's fault)."""
+    error = event.get("error")
+    detail = error if isinstance(error, dict) else event
+    code = detail.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 600 else None
+    message = str(detail.get("message", ""))[:500]
+    return UpstreamError(f"worker sent an error event ({status}): {message}", url, False, status)
 
 
 async def _open(

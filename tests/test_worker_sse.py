@@ -84,6 +84,65 @@ def test_a_stream_that_ends_before_done_is_an_upstream_error() -> None:
         asyncio.run(collected([sse(chunk("a"))]))
 
 
+def test_an_error_event_after_the_first_chunk_fails_the_stream_with_its_status() -> None:
+    """vLLM reports a failure after its 200 as an event, then [DONE]: the stream fails
+    there (nothing of the event is passed on as a chunk), with the event's code."""
+    error = {"error": {"message": "parser blew up at /srv/x", "type": "X", "code": 500}}
+    body = sse(chunk("Hel"), error) + b"data: [DONE]\n\n"
+    got: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        url, runner = await serve([body])
+        try:
+            async with aclosing(stream_from_worker(url, "m", {"messages": []})) as chunks:
+                async for c in chunks:
+                    got.append(c)
+        finally:
+            await close_http_session()
+            await runner.cleanup()
+
+    with pytest.raises(UpstreamError, match="error event") as failure:
+        asyncio.run(read())
+    assert got == [chunk("Hel")]
+    assert failure.value.status == 500 and not failure.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("event", "retryable", "client_error"),
+    [
+        (
+            {"error": {"message": "bad tool schema", "type": "BadRequestError", "code": 400}},
+            False,
+            True,
+        ),
+        (
+            {
+                "object": "error",
+                "message": "engine died",
+                "type": "InternalServerError",
+                "code": 500,
+            },
+            True,
+            False,
+        ),
+        ({"error": "no detail"}, True, False),
+    ],
+)
+def test_an_error_event_first_is_retried_elsewhere_unless_it_refuses_the_request(
+    event: dict[str, Any], retryable: bool, client_error: bool
+) -> None:
+    with pytest.raises(UpstreamError, match="error event") as failure:
+        asyncio.run(collected([sse(event) + b"data: [DONE]\n\n"]))
+    assert failure.value.before_first_token
+    assert failure.value.retryable is retryable
+    assert failure.value.client_error is client_error
+
+
+def test_an_event_that_is_not_an_object_fails_the_stream() -> None:
+    with pytest.raises(UpstreamError, match="not an object"):
+        asyncio.run(collected([sse(chunk("a")) + b"data: 5\n\ndata: [DONE]\n\n"]))
+
+
 def test_an_endless_line_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client, "MAX_EVENT_BYTES", 64 * 1024)
     first = sse(chunk("a"))
