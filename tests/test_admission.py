@@ -5,6 +5,7 @@ import socket
 import time
 
 import pytest
+import redis
 import redis.asyncio
 from asgiref.sync import async_to_sync
 
@@ -109,6 +110,33 @@ def test_a_rejected_request_changes_no_counter():
     with pytest.raises(QuotaExceeded):
         admit_sync(limits, request(prompt=20, max_tokens=20))
     assert usage(1, limits) == before
+
+
+@pytest.mark.live
+def test_a_bucket_a_window_and_a_second_older_than_the_cutoff_still_ages_out(redis_url):
+    """A window's key outlives its last write by 61 s, so the oldest second not yet aged
+    can lag the cutoff by 61 s. Writes at t and t + 59 leave it so at t + 120 while the key
+    lives: that bucket must age out (it once stayed counted, and a limit of 1 then refused
+    every request as never passing, for as long as the team kept sending)."""
+    limits = QuotaLimits(requests_per_minute=1)
+    key = quotas.team_counter_keys(1, month_of(time.time())[0])["requests_per_minute"]
+    client = redis.Redis.from_url(redis_url)
+    for _ in range(3):  # until the script runs in the second the state was written for
+        now = int(client.time()[0])
+        state = {now - 120: 1, now - 61: 1, "sum": 2, "from": now - 120, "last": now - 61}
+        client.delete(key)
+        client.hset(key, mapping=state)
+        client.expire(key, 5)
+        try:
+            admit_sync(limits, request())
+            admitted = True
+        except QuotaExceeded:
+            admitted = False
+        if int(client.time()[0]) == now:
+            break
+    assert admitted
+    assert usage(1, limits)["requests_per_minute"] == 1
+    assert not client.hexists(key, now - 120)
 
 
 @pytest.mark.live

@@ -38,7 +38,11 @@ local function read_window(key)
   local used = tonumber(state[1]) or 0
   local from = tonumber(state[2])
   if from == nil then return used, true end
-  if from < cutoff - WINDOW then from = cutoff - WINDOW end
+  -- Bound the ageing loop. `from` is never older than the cutoff of the key's last write,
+  -- and the key outlives that write by WINDOW + 1 s, so it can lag this cutoff by WINDOW
+  -- + 1 seconds, not WINDOW: clamping at WINDOW once skipped that second's bucket, which
+  -- then stayed in `sum` for as long as the team kept writing.
+  if from < cutoff - WINDOW - 1 then from = cutoff - WINDOW - 1 end
   if from < cutoff then
     for second = from, cutoff - 1 do
       local amount = redis.call('HGET', key, second)
