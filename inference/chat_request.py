@@ -1,6 +1,7 @@
 """Validate an OpenAI chat completion request body into what the gateway needs."""
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -213,9 +214,14 @@ def _internal_host(url: str) -> bool:
     if host == "localhost" or host.endswith(".localhost") or not host:
         return True
     try:
-        address = ipaddress.ip_address(host)
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        # The resolver also reads IPv4's other spellings as addresses: "127.1",
+        # "0x7f000001", "2852039166" (169.254.169.254), "0177.0.0.1", "0".
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
     return not address.is_global
 
 

@@ -253,6 +253,14 @@ def test_a_json_schema_nested_like_real_ones_still_passes():
         "http://10.0.0.5/x.png",
         "http://[::1]/x.png",
         "https://192.168.1.1/x.png",
+        # IPv4's other spellings, which the resolver reads as these addresses
+        "http://2852039166/latest/meta-data/",  # 169.254.169.254
+        "http://127.1/x.png",
+        "http://0x7f000001/x.png",
+        "http://0177.0.0.1/x.png",
+        "http://0/x.png",
+        "http://10.1/x.png",
+        "http://[::ffff:127.0.0.1]/x.png",
     ],
 )
 def test_an_image_url_to_an_internal_host_is_refused(url):
