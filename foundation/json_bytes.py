@@ -16,3 +16,11 @@ def json_bytes(value: Any) -> bytes:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError: an integer over 64 bits, a lone surrogate
         return json.dumps(value).encode()
+
+
+def sorted_json_bytes(value: Any) -> bytes:
+    """The same, with every object's keys sorted: one encoding per value, for a key."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(value, sort_keys=True).encode()

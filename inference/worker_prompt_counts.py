@@ -25,9 +25,9 @@ import random
 import time
 from collections import OrderedDict
 
-import orjson
 from django.conf import settings
 
+from foundation.json_bytes import sorted_json_bytes
 from foundation.single_flight import SingleFlight
 from inference.chat_request import ChatRequest
 from inference.client import UpstreamError, count_prompt_tokens
@@ -179,15 +179,15 @@ def _least_busy(workers: list[WorkerView]) -> WorkerView:
 
 
 def _key(team_id: int, deployment: DeploymentInfo, chat: ChatRequest) -> bytes:
-    prompt = orjson.dumps(
+    # A tool's schema may hold an integer over 64 bits ("maximum": 1e20 written out), which
+    # orjson refuses: it was a 500 here.
+    prompt = sorted_json_bytes(
         [
             chat.text_prompt,
             chat.messages,
             chat.options.get("tools"),
             chat.options.get("chat_template_kwargs"),
-        ],
-        option=orjson.OPT_SORT_KEYS,
-        default=str,
+        ]
     )
     digest = hashlib.blake2b(prompt, digest_size=16)
     names = (team_id, deployment.name, deployment.served_model_name, deployment.revision)

@@ -88,6 +88,44 @@ def test_a_key_client_streams_deltas_then_done_with_usage(api_key):
 
 
 @pytest.mark.live
+def test_a_fault_of_the_servers_own_is_an_error_event_and_the_socket_goes_on(
+    api_key, monkeypatch, caplog
+):
+    """A bug on the reply's path (here injected: opening the completion raises) must not
+    leave the page waiting for a reply that has ended: HTTP would answer a 500, the
+    socket sends the same error, and the next message is served."""
+    from gateway.chat import consumers
+
+    real_open = consumers.open_completion
+    faults = [RuntimeError("injected fault")]
+
+    async def failing_once(*args: Any, **kwargs: Any) -> Any:
+        if faults:
+            raise faults.pop()
+        return await real_open(*args, **kwargs)
+
+    monkeypatch.setattr(consumers, "open_completion", failing_once)
+
+    async def scenario():
+        socket = await connected(api_key)
+        await socket.send_json_to({**HELLO, "max_tokens": 4})
+        failed = await socket.receive_json_from(timeout=10)
+        await socket.send_json_to({**HELLO, "max_tokens": 4})
+        events: list[dict[str, Any]] = []
+        while not events or events[-1]["type"] not in ("done", "error"):
+            events.append(await socket.receive_json_from(timeout=10))
+        await socket.disconnect()
+        await close_http_session()
+        return failed, events
+
+    failed, events = asyncio.run(scenario())
+    assert failed["type"] == "error" and failed["error"]["code"] == "internal_error"
+    assert "injected" not in str(failed)
+    assert "injected fault" in caplog.text
+    assert events[-1]["type"] == "done"
+
+
+@pytest.mark.live
 def test_stop_cancels_the_generation_on_the_worker(api_key, sim):
     async def scenario():
         socket = await connected(api_key)

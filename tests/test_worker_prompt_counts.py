@@ -159,6 +159,21 @@ def test_a_count_remembered_for_one_team_is_not_another_teams():
 
 
 @pytest.mark.unit
+def test_a_tool_schema_with_an_integer_over_64_bits_is_remembered_by_its_whole_text():
+    def with_maximum(maximum: int) -> ChatRequest:
+        schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": maximum}}}
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        return ChatRequest(
+            "remote", [{"role": "user", "content": "x"}], 8, False, False, {"tools": [tool]}
+        )
+
+    counts, deployment = WorkerPromptCounts(), deployment_info()
+    counts.remember(1, deployment, with_maximum(10**20), 42)  # orjson refuses the integer
+    assert counts.remembered(1, deployment, with_maximum(10**20)) == 42
+    assert counts.remembered(1, deployment, with_maximum(10**20 + 1)) is None
+
+
+@pytest.mark.unit
 def test_the_oldest_count_goes_first_when_the_memory_is_full():
     counts = WorkerPromptCounts(capacity=2)
     deployment = deployment_info()

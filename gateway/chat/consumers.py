@@ -50,6 +50,7 @@ from inference.chat_request import ChatRequest, InvalidRequest, chat_request_fro
 from inference.reply import ReplyAssembler
 
 logger = logging.getLogger(__name__)
+INTERNAL_ERROR = ApiError(500, "The gateway failed on this reply; try again.", "internal_error")
 NO_CACHE_FIELD = "no_cache"  # a chat message's: answer afresh, as HTTP's Cache-Control: no-cache
 
 
@@ -230,6 +231,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     ) -> None:
         try:
             await self._reply(body, thread, policy, directives)
+        except Exception as exc:
+            if isinstance(exc, OSError) or self.socket_closed:
+                raise  # the client is gone: _generation_ended says so
+            # A fault of the server's own: HTTP answers it with a 500; the socket says the
+            # same rather than leave the page waiting for a reply that has ended.
+            logger.error("chat generation failed", exc_info=exc)
+            self.streaming = False
+            await self._error(INTERNAL_ERROR)
         finally:
             self.streaming = False
 
