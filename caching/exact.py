@@ -80,6 +80,7 @@ class CacheDirectives:
         if raw_ttl is not None:
             if (
                 not (raw_ttl.isascii() and raw_ttl.isdigit())
+                or len(raw_ttl) > 12  # int() refuses over 4,300 digits: a 500, not a 400
                 or not 1 <= int(raw_ttl) <= settings.CACHE_EXACT_MAX_TTL_S
             ):
                 raise InvalidRequest(

@@ -387,3 +387,12 @@ def test_a_cache_ttl_header_of_superscript_digits_is_refused_with_a_400() -> Non
     with pytest.raises(InvalidRequest) as refused:
         CacheDirectives.from_headers({"x-sluice-cache-ttl": "\u00b2"})
     assert refused.value.param == "x-sluice-cache-ttl"
+
+
+@pytest.mark.unit
+def test_a_cache_ttl_header_of_thousands_of_digits_is_refused_with_a_400() -> None:
+    """int() refuses a string of over 4,300 digits with a ValueError: a 500 (found by
+    review; the fuzz now sends one)."""
+    with pytest.raises(InvalidRequest) as refused:
+        CacheDirectives.from_headers({"x-sluice-cache-ttl": "9" * 5000})
+    assert refused.value.param == "x-sluice-cache-ttl"
