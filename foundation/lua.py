@@ -45,10 +45,13 @@ class LuaScript:
         if abandoned is None:
             return await self._reply(batcher, reply, command)
         try:
-            return await self._reply(batcher, asyncio.shield(reply), command)
-        except asyncio.CancelledError:
-            reply.add_done_callback(lambda done: _hand_over(done, abandoned))
-            raise
+            return await _handed_over_if_cancelled(reply, abandoned)
+        except redis.exceptions.NoScriptError:  # a restarted Redis forgot it: it never ran
+            pass
+        # The run after reloading is handed over too: a caller gone during it (just after a
+        # Redis restart) would otherwise leave its effect (a reservation) undone.
+        rerun = asyncio.ensure_future(self._reloaded(batcher, command))
+        return await _handed_over_if_cancelled(rerun, abandoned)
 
     def submitted(
         self, batcher: CommandBatcher, keys: Sequence[str], args: Sequence[int | str]
@@ -73,8 +76,11 @@ class LuaScript:
         try:
             return await reply
         except redis.exceptions.NoScriptError:  # a restarted Redis forgot it
-            await batcher.client.script_load(self.source)
-            return await batcher.execute(*command)
+            return await self._reloaded(batcher, command)
+
+    async def _reloaded(self, batcher: CommandBatcher, command: tuple[Any, ...]) -> Any:
+        await batcher.client.script_load(self.source)
+        return await batcher.execute(*command)
 
     async def run(self, client: Redis, keys: Sequence[str], args: Sequence[int | str]) -> Any:
         try:
@@ -82,6 +88,18 @@ class LuaScript:
         except redis.exceptions.NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+async def _handed_over_if_cancelled(
+    reply: "asyncio.Future[Any]", abandoned: Callable[[Any], None]
+) -> Any:
+    """The reply; if the caller is cancelled first, the reply still arrives and goes to
+    `abandoned` instead of being dropped unread."""
+    try:
+        return await asyncio.shield(reply)
+    except asyncio.CancelledError:
+        reply.add_done_callback(lambda done: _hand_over(done, abandoned))
+        raise
 
 
 def _hand_over(done: "asyncio.Future[Any]", abandoned: Callable[[Any], None]) -> None:

@@ -2,6 +2,7 @@
 and error (foundation/redis_batch.py, foundation/redis_pipe.py), against a real Redis."""
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -223,6 +224,37 @@ def test_a_script_runs_in_order_with_the_commands_behind_it_on_a_redis_that_forg
         return seen
 
     assert _run(redis_url, scenario) == ["first", "after a restart"]
+
+
+@pytest.mark.live
+def test_every_run_of_a_script_reaches_its_caller_or_abandoned_however_late_it_is_cancelled(
+    redis_url, tmp_path
+):
+    """Callers cancelled at moments spread over a run that draws NOSCRIPT (Redis forgot the
+    script) and runs again after reloading it: each run that happened is returned or
+    handed to `abandoned` (admission gives a gone caller's reservation back there), never
+    dropped. The run after the reload once was."""
+    source = tmp_path / "count.lua"
+    source.write_text("return redis.call('INCR', KEYS[1])")
+    script = LuaScript(source)
+
+    async def scenario(batch: CountingBatcher) -> tuple[list[int], list[int], int]:
+        returned: list[int] = []
+        handed: list[int] = []
+        for step in range(80):
+            await batch.client.script_flush()  # the next run draws NOSCRIPT
+            run = script.run_batched(batch, ["runs"], [], abandoned=handed.append)
+            task = asyncio.ensure_future(run)
+            await asyncio.sleep(step * 0.00004)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                returned.append(await task)
+        await asyncio.sleep(0.3)  # the last handed-over replies arrive
+        return returned, handed, int(await batch.client.get("runs") or 0)
+
+    returned, handed, runs = _run(redis_url, scenario)
+    assert sorted(returned + handed) == list(range(1, runs + 1))
+    assert returned and handed
 
 
 @pytest.mark.live
