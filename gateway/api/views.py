@@ -65,7 +65,10 @@ class ReplyShape:
 
 
 def _chat_chunk(run: Completion, chunk: Chunk) -> Chunk | None:
-    if chunk.get("usage") and not run.chat.include_usage:
+    # A usage chunk the client did not ask for is not shown; usage riding on a chunk that
+    # also carries a choice (as some OpenAI-compatible servers send the last one) is
+    # stripped by _visible, the choice and its finish_reason kept.
+    if chunk.get("usage") and not run.chat.include_usage and not chunk.get("choices"):
         return None
     visible = openai_logprobs(_visible(chunk, run.chat.include_usage))
     return legacy_chunk(visible) if run.chat.legacy_functions else visible
