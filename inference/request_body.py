@@ -42,12 +42,20 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+# OpenAI's request fields that Sluice refuses by design (docs/api.md): refused by name when
+# set, but, like any optional field, accepted as left out when null.
+_REFUSED_BY_DESIGN = frozenset({"audio", "prediction", "web_search_options", "moderation"})
+
+
 def check_object(body: Any, known: set[str]) -> dict[str, Any]:
     """The body as an object of known fields only: anything else is refused by name rather
     than silently dropped."""
     if not isinstance(body, dict):
         raise InvalidRequest("The body must be a JSON object.")
     check_values(body)
+    for name in _REFUSED_BY_DESIGN & body.keys():
+        if body[name] is None:  # an explicit null is as if absent (docs/api.md)
+            del body[name]
     unknown = sorted(set(body) - known)
     if unknown:
         raise InvalidRequest(f"Unrecognized request argument(s): {', '.join(unknown)}.", unknown[0])

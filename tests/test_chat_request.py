@@ -282,3 +282,13 @@ def test_image_parts_parse_and_say_where_they_are():
     assert chat.first_image_part() == "messages.1.content.1.type"
     text_only = parse_chat_request(json.dumps({"model": "m", "messages": [USER]}).encode())
     assert text_only.first_image_part() is None
+
+
+@pytest.mark.parametrize("field", ["audio", "prediction", "web_search_options", "moderation"])
+def test_a_field_refused_by_design_is_refused_when_set_and_read_as_absent_when_null(field):
+    base = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    chat = chat_request_from({**base, field: None})
+    assert field not in chat.options
+    with pytest.raises(InvalidRequest) as refused:
+        chat_request_from({**base, field: {"type": "content", "content": "x"}})
+    assert refused.value.param == field
