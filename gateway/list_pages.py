@@ -1,6 +1,6 @@
-"""OpenAI's list pages (`after` cursor, `limit`, has_more), newest first: a team's files,
-batches and API keys. A list that grows without end (revoked keys stay, for the audit) is
-never answered whole."""
+"""OpenAI's list pages (`after` cursor, `limit`, has_more), newest first (files may ask for
+oldest first): a team's files, batches and API keys. A list that grows without end
+(revoked keys stay, for the audit) is never answered whole."""
 
 from typing import Any, TypeVar
 
@@ -16,24 +16,33 @@ class BadPage(ValueError):
 
 
 def page(
-    rows: "QuerySet[M]", after: str | None, limit_text: str | None, most: int, field: str = "id"
+    rows: "QuerySet[M]",
+    after: str | None,
+    limit_text: str | None,
+    most: int,
+    field: str = "id",
+    order: str | None = None,
 ) -> tuple[list[M], bool]:
     """Up to `limit` rows after the row whose `field` (unique, the id a client sees) is
-    `after` (in rows), and whether more follow."""
+    `after` (in rows), and whether more follow; newest first unless `order` is "asc" (the
+    lists whose OpenAI endpoint takes `order`: files)."""
     try:
         limit = int(limit_text) if limit_text is not None else min(20, most)
     except ValueError:
         raise BadPage(f"limit must be a whole number from 1 to {most}.", "limit") from None
     if not 1 <= limit <= most:
         raise BadPage(f"limit must be a whole number from 1 to {most}.", "limit")
-    ordered = rows.order_by("-created_at", f"-{field}")
+    if order not in (None, "asc", "desc"):
+        raise BadPage("order must be asc or desc.", "order")
+    sign, beyond = ("", "gt") if order == "asc" else ("-", "lt")
+    ordered = rows.order_by(f"{sign}created_at", f"{sign}{field}")
     if after:
         cursor: Any = rows.filter(**{field: after}).values("created_at", field).first()
         if cursor is None:
             raise BadPage(f"after: no such id {after!r}.", "after")
         ordered = ordered.filter(
-            Q(created_at__lt=cursor["created_at"])
-            | Q(created_at=cursor["created_at"], **{f"{field}__lt": cursor[field]})
+            Q(**{f"created_at__{beyond}": cursor["created_at"]})
+            | Q(created_at=cursor["created_at"], **{f"{field}__{beyond}": cursor[field]})
         )
     found = list(ordered[: limit + 1])
     return found[:limit], len(found) > limit

@@ -23,7 +23,7 @@ from gateway.batches.storage import file_storage
 from gateway.list_pages import list_body, page
 
 CHUNK_BYTES = 1024 * 1024
-MOST_PER_PAGE = 1000
+MOST_PER_PAGE = 10_000  # OpenAI's most for a page of files
 STORAGE_THREADS = 4  # per process: file downloads and deletes at once
 _STORAGE_IO = ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="file-storage")
 UPLOAD_THREADS = 4  # per process: uploads checked and stored at once; the rest queue
@@ -64,7 +64,11 @@ async def files(request: HttpRequest) -> HttpResponseBase:
     if purpose := request.GET.get("purpose"):
         rows = rows.filter(purpose=purpose)
     found, more = await sync_to_async(page)(
-        rows, request.GET.get("after"), request.GET.get("limit"), MOST_PER_PAGE
+        rows,
+        request.GET.get("after"),
+        request.GET.get("limit"),
+        MOST_PER_PAGE,
+        order=request.GET.get("order"),
     )
     return JsonResponse(list_body([file_object(f) for f in found], more))
 
