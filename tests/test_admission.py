@@ -3,6 +3,7 @@ import json
 import random
 import socket
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -123,7 +124,13 @@ def test_a_bucket_a_window_and_a_second_older_than_the_cutoff_still_ages_out(red
     client = redis.Redis.from_url(redis_url)
     for _ in range(3):  # until the script runs in the second the state was written for
         now = int(client.time()[0])
-        state = {now - 120: 1, now - 61: 1, "sum": 2, "from": now - 120, "last": now - 61}
+        state: Any = {
+            now - 120: 1,
+            now - 61: 1,
+            "sum": 2,
+            "from": now - 120,
+            "last": now - 61,
+        }
         client.delete(key)
         client.hset(key, mapping=state)
         client.expire(key, 5)

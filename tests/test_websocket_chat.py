@@ -95,8 +95,8 @@ def test_a_fault_of_the_servers_own_is_an_error_event_and_the_socket_goes_on(
     leave the page waiting for a reply that has ended: HTTP would answer a 500, the
     socket sends the same error, and the next message is served."""
     from gateway.chat import consumers
+    from gateway.serving.pipeline import open_completion as real_open
 
-    real_open = consumers.open_completion
     faults = [RuntimeError("injected fault")]
 
     async def failing_once(*args: Any, **kwargs: Any) -> Any:
