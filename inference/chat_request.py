@@ -24,6 +24,7 @@ from inference.request_body import (
     check_object,
     check_stream,
     decode_body,
+    max_tokens_given,
 )
 
 __all__ = [
@@ -83,6 +84,10 @@ class ChatRequest:
     # cache key); the worker never sees that form.
     text_prompt: str | None = None
     echo: bool = False  # a text completion's reply starts with its prompt
+    # The client sent no max_tokens (nor max_completion_tokens): max_tokens is the default,
+    # which gives way to the context window and the team's cap instead of being refused
+    # for them (gateway/serving/admission.py, fit_max_tokens).
+    max_tokens_defaulted: bool = False
 
     def estimated_prompt_tokens(self) -> int:
         """What admission reserves for the prompt before the worker has counted it: an
@@ -339,4 +344,5 @@ def chat_request_from(body: Any) -> ChatRequest:
         options={**options, **tool_options},
         legacy_functions=legacy_functions,
         n=n,
+        max_tokens_defaulted=not max_tokens_given(body),
     )

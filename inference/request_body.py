@@ -89,6 +89,10 @@ def check_values(body: dict[str, Any]) -> None:
                 pending.extend((inner, depth + 1) for inner in item)
 
 
+def max_tokens_given(body: dict[str, Any]) -> bool:
+    return body.get("max_completion_tokens") is not None or body.get("max_tokens") is not None
+
+
 def check_max_tokens(body: dict[str, Any], default: int) -> int:
     """max_completion_tokens, else max_tokens, else the default; each is checked when given
     (a null max_completion_tokens must not let a malformed max_tokens through)."""

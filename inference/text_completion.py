@@ -31,6 +31,7 @@ from inference.request_body import (
     check_object,
     check_stream,
     decode_body,
+    max_tokens_given,
 )
 
 __all__ = [
@@ -107,6 +108,7 @@ def text_completion_from(body: Any) -> ChatRequest:
         n=n,
         text_prompt=prompt,
         echo=bool(echo),
+        max_tokens_defaulted=not max_tokens_given(body),
     )
 
 

@@ -120,3 +120,32 @@ def test_max_tokens_over_the_cap_is_refused_or_clamped_by_policy(platform):
     assert raw.headers["x-sluice-max-tokens-clamped"] == "10"
     reply = raw.parse()
     assert reply.usage is not None and reply.usage.completion_tokens <= 5
+
+
+def test_a_request_without_max_tokens_gets_what_fits_the_window_and_the_cap_under_refuse(
+    platform,
+):
+    """OpenAI reads an absent max_tokens as "what fits": the default (512) gives way to the
+    window and the team's cap with no header, where a max_tokens the client set is refused."""
+    client = platform["client"]
+    _set_window(200)
+    wait_until(lambda: _refusal(client, 190), 15, "the gateway to read the override", poll_s=0.3)
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model", messages=MESSAGES, extra_body={"ignore_eos": True}
+    )
+    reply = raw.parse()
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 200  # all that fits
+    assert "x-sluice-max-tokens-clamped" not in raw.headers
+
+    _set_policy(platform["team"], QuotaPolicy.LengthPolicy.REFUSE, cap=5)
+
+    def over_cap() -> openai.BadRequestError | None:
+        refused = _refusal(client, 10)
+        return refused if refused is not None and refused.code == "max_tokens_over_cap" else None
+
+    wait_until(over_cap, 15, "the cap to apply", poll_s=0.3)
+    capped = client.chat.completions.create(
+        model="small-model", messages=MESSAGES, extra_body={"ignore_eos": True}
+    )
+    assert capped.usage is not None and capped.usage.completion_tokens == 5

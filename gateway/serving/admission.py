@@ -320,9 +320,11 @@ async def fit_max_tokens(
     and the size returned is the trimmed prompt's, for the reservation); if the kept
     messages alone do not fit it is refused, and over the cap it refuses as "refuse" does:
     trim never lowers max_tokens. A prompt that alone fills the window (no room for one
-    token) is refused under refuse and clamp. `size` is count_prompt()'s: exact for a
-    model whose tokenizer is on this host, else an estimate that leans high (bytes / 3),
-    so a clamp or a trim leaves some room unused rather than letting the worker refuse."""
+    token) is refused under refuse and clamp. A max_tokens the client did not set (the
+    default) is lowered to what fits under every policy, without a header. `size` is
+    count_prompt()'s: exact for a model whose tokenizer is on this host, else an estimate
+    that leans high (bytes / 3), so a clamp or a trim leaves some room unused rather than
+    letting the worker refuse."""
     window = await context_length(target.deployment)
     limits = await limits_for_team(caller.team_id)
     policy = chat.context_policy or team_policy(limits)
@@ -336,6 +338,11 @@ async def fit_max_tokens(
         fits = min(fits, limits.max_tokens_cap)
     if fits >= chat.max_tokens:
         return chat, target, size
+    if chat.max_tokens_defaulted:
+        # The client set no length, which OpenAI reads as "what fits": the default gives
+        # way to the window and the cap under every policy, with no header (the client
+        # named no figure to be told about).
+        return replace(chat, max_tokens=fits), target, size
     if policy != Policy.CLAMP:
         if window is not None and prompt + chat.max_tokens > window:
             raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)
