@@ -247,3 +247,21 @@ def test_lines_that_cannot_be_kept_do_not_stop_the_renewals_that_say_the_hold_is
 
     asyncio.run(scenario())
     assert running.status is None  # the runner knows: it starts nothing more
+
+
+@pytest.mark.django_db
+def test_the_sweep_leaves_a_batch_whose_runner_renewed_after_it_was_read_as_orphaned():
+    """The sweep reads the unheld batches, then marks them queued: a runner that renews in
+    between (its database was slow, say) keeps its batch, and one still silent is queued."""
+    stale = datetime.now(UTC) - timedelta(minutes=5)
+    renewed = _saved_batch("batch_renewed", Batch.Status.IN_PROGRESS)
+    renewed.pk = "batch_silent"
+    renewed.save(force_insert=True)  # the same team's second batch, held by runner-1 too
+    Batch.objects.filter(id__in=["batch_renewed", "batch_silent"]).update(heartbeat_at=stale)
+    read = progress.orphans(stale + timedelta(seconds=1))
+    assert sorted(read) == ["batch_renewed", "batch_silent"]
+    assert progress.renew("batch_renewed", "runner-1") == Batch.Status.IN_PROGRESS
+    assert progress.queue_orphans(read, stale + timedelta(seconds=1)) == ["batch_silent"]
+    assert Batch.objects.get(id="batch_renewed").runner == "runner-1"
+    assert Batch.objects.get(id="batch_silent").runner == progress.QUEUED
+    assert progress.renew("batch_renewed", "runner-1") is not None  # the hold is still its

@@ -5,7 +5,7 @@ import json
 import logging
 import tempfile
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
@@ -60,6 +60,31 @@ def claim(batch_id: str, runner: str) -> Batch | None:
             batch.save(update_fields=["status", "in_progress_at"])
     logger.info("runner %s holds batch %s (%s)", runner, batch_id, batch.status)
     return batch
+
+
+def _unheld(stale: datetime) -> Q:
+    return Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+
+
+def orphans(stale: datetime) -> list[str]:
+    """Unfinished batches no runner holds: no holder, or one silent since `stale`."""
+    active = Batch.objects.filter(status__in=Batch.ACTIVE).filter(_unheld(stale))
+    return list(active.values_list("id", flat=True))
+
+
+def queue_orphans(batch_ids: list[str], stale: datetime) -> list[str]:
+    """Mark each batch queued if it is still unheld, and say which were: a runner that
+    renewed or claimed one since orphans() read it keeps it. (Marked by id alone, a batch
+    was taken from a live runner, whose next renewal found its hold lost: it dropped what
+    it had finished, and the new run did it again.)"""
+    now = timezone.now()
+    return [
+        batch_id
+        for batch_id in batch_ids
+        if Batch.objects.filter(id=batch_id)
+        .filter(_unheld(stale))
+        .update(runner=QUEUED, heartbeat_at=now)
+    ]
 
 
 def mark_queued(batch_ids: list[str]) -> None:

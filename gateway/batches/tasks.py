@@ -9,12 +9,10 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from foundation.redis_clients import reset_clients
 from gateway.batches import actions, progress, runner
-from gateway.batches.models import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +40,7 @@ def sweep_batches() -> int:
     """Queue a run for every unfinished batch no live runner holds: new ones whose first
     run was lost, and those whose runner died (its hold went stale)."""
     stale = timezone.now() - timedelta(seconds=settings.BATCH_RUNNER_STALE_S)
-    orphans = list(
-        Batch.objects.filter(status__in=Batch.ACTIVE)
-        .filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
-        .values_list("id", flat=True)
-    )
-    progress.mark_queued(orphans)
+    orphans = progress.queue_orphans(progress.orphans(stale), stale)
     for batch_id in orphans:
         logger.info("batch %s has no live runner: queueing one", batch_id)
         run_batch.delay(batch_id)
