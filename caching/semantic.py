@@ -309,7 +309,7 @@ def probe_floor(floor: float) -> float:
 def _match(
     entry: dict[str, Any], element: str, similarity: float, cell: str | None = None
 ) -> SemanticMatch:
-    reply = CachedReply(**entry["reply"])
+    reply = CachedReply.decoded(entry["reply"])  # whichever version of it wrote the entry
     return SemanticMatch(reply, ENTRY_PREFIX + element, similarity, entry["question"], cell)
 
 
