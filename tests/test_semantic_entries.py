@@ -3,7 +3,8 @@ during a rolling upgrade an older process meets entries with fields it does not 
 
 import pytest
 
-from caching.semantic import ENTRY_PREFIX, _match
+from caching.semantic import _match
+from caching.semantic_keys import ENTRY_PREFIX
 
 pytestmark = pytest.mark.unit
 
