@@ -41,6 +41,7 @@ class SharedGeneration:
         self.key = key
         self.items: list[Item] = []
         self.done = False
+        self.completed = False  # the upstream ended normally: the reply is whole
         self.error: BaseException | None = None
         self.readers = 0
         self.finished = asyncio.Event()  # set once the upstream has ended, however it ended
@@ -54,6 +55,7 @@ class SharedGeneration:
                 async for item in items:
                     self.items.append(item)
                     self._wake()
+            self.completed = True
         except Exception as exc:  # every reader raises it, as if it had called upstream
             self.error = exc
         finally:

@@ -189,6 +189,14 @@ async def _settled(plan: CachePlan, request_id: str, sent: "list[asyncio.Future[
         logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
 
 
+def note_shared_reply(plan: CachePlan, request_id: str, team_id: int) -> Awaitable[None]:
+    """A reader of another identical request's generation got the reply its leader keeps
+    (plan.own, the same entries): noted, so its caller can report it as a false hit."""
+    if plan.policy is None or plan.key is None or not plan.own:
+        return in_order()
+    return _note_served(request_id, team_id, plan.own)
+
+
 def _note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> Awaitable[None]:
     """Which entries hold the reply a request got, so its caller can report it as wrong."""
     record = _served_record(team_id, entries)

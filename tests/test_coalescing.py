@@ -10,12 +10,14 @@ from typing import Any
 
 import openai
 import pytest
+import redis
 
+from caching import exact
 from gateway.usage.ledger import ingest
 from gateway.usage.models import UsageRecord
 from tests.conftest import live_platform
 from tests.sims import SimProcess
-from tests.test_exact_cache import generations
+from tests.test_exact_cache import generations, report
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
@@ -145,6 +147,18 @@ def test_a_stream_does_not_wait_for_a_whole_reply_being_made(slow_platform):
     assert generations(platform) == before + 2
 
 
+BODY: dict[str, Any] = {
+    "model": "small-model",
+    "messages": MESSAGES,
+    "temperature": 0,
+    "max_tokens": 8,
+}
+
+
+def json_headers(platform: dict[str, Any]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {platform['key']}", "Content-Type": "application/json"}
+
+
 def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     platform = slow_platform
     before = generations(platform)
@@ -188,3 +202,49 @@ def test_the_first_caller_leaving_does_not_cut_off_the_others(slow_platform):
     wait_until(first_recorded, 5, "the first caller's usage record")
     first = UsageRecord.objects.get(cache_result="miss")
     assert first.status == "cancelled"  # it really left, and the generation went on
+
+
+def test_a_shared_reply_is_kept_though_its_first_caller_left_and_its_reader_can_report_it(
+    slow_platform, redis_url
+):
+    """The first caller is billed the whole generation its readers got, so the reply is
+    kept as any whole reply (it was not, its caller having left); and a reader's reply,
+    being the kept one, can be reported as a false hit (it could not: 404)."""
+    platform = slow_platform
+    before = generations(platform)
+    body = {**BODY, "stream": True}
+    follower: list[Any] = []
+
+    def follow() -> None:
+        generating(platform)
+        follower.append(ask(client_of(platform), stream=True))
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    connection = http.client.HTTPConnection("127.0.0.1", platform["gateway"].port, timeout=30)
+    connection.request(
+        "POST", "/v1/chat/completions", body=json.dumps(body), headers=json_headers(platform)
+    )
+    time.sleep(0.6)  # as above: after the follower joined, before the first token
+    connection.close()
+    thread.join(timeout=30)
+    text, follower_id, coalesced = follower[0]
+    assert coalesced == "true" and text
+
+    cache = redis.Redis.from_url(redis_url)
+    wait_until(
+        lambda: any(cache.scan_iter(f"{exact.KEY_PREFIX}*", count=1000)),
+        10,
+        "the shared reply to be kept once the generation ends",
+    )
+    again = client_of(platform).chat.completions.with_raw_response.create(
+        model="small-model", messages=MESSAGES, temperature=0, max_tokens=8
+    )
+    assert again.headers["x-sluice-cache"] == "hit-exact"
+    assert again.parse().choices[0].message.content == text
+    assert generations(platform) == before + 1
+
+    status, answer = report(platform, platform["key"], {"request_id": follower_id})
+    assert (status, answer) == (200, {"request_id": follower_id, "removed": True})
+    assert ask(client_of(platform), stream=False)[2] == "false"
+    assert generations(platform) == before + 2  # the reported reply no longer answers

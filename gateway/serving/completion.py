@@ -79,6 +79,9 @@ class Completion:
         self.reservation = reservation
         self.cache = cache or CachePlan(Outcome.BYPASS)  # until the caches have been asked
         self.coalesced = False  # read another identical request's generation
+        # This request led a generation others read, and it ended whole though this
+        # request's client left: its reply is kept as any whole reply (settlement).
+        self.led_a_whole_shared_reply = False
         self.reply = ReplyAssembler()  # assembled only when the reply will be cached
         self.created = int(time.time())
         self.usage: dict[str, Any] | None = None
@@ -160,6 +163,7 @@ class Completion:
 
     async def _settle_after(self, shared: SharedGeneration | None) -> None:
         if shared is not None:  # count what the generation made, not what this reader saw
+            self.led_a_whole_shared_reply = shared.completed
             self.usage, self.chunks_with_text, self.reply = None, 0, ReplyAssembler()
             for worker_url, chunk in shared.items:
                 self._observe(worker_url, chunk)

@@ -320,7 +320,12 @@ def _send_cache_part(run: "Completion", slot: SemanticSlot | None) -> Awaitable[
     only waits for their replies."""
     counted = _count_cache_outcome(run)
     kept = _send_keep_reply(run, slot) if _keeps_reply(run) else None
-    return in_order(counted, kept)
+    noted = None
+    if run.coalesced and run.status == "ok":
+        # Its reply is the one its leader keeps: noted as answered by the same entries, so
+        # a reader of a shared generation can report it as a false hit too.
+        noted = responses.note_shared_reply(run.cache, run.request_id, run.reservation.team_id)
+    return in_order(counted, kept, noted)
 
 
 def _count_cache_outcome(run: "Completion") -> Awaitable[None]:
@@ -341,11 +346,12 @@ def _count_cache_outcome(run: "Completion") -> Awaitable[None]:
 
 
 def _keeps_reply(run: "Completion") -> bool:
-    """A complete generated reply whose real token counts the worker reported is kept."""
+    """A complete generated reply whose real token counts the worker reported is kept
+    (also one that others read to its end after this request's client left)."""
     return not (
         run.cache.key is None
         or run.coalesced
-        or run.status != "ok"
+        or (run.status != "ok" and not run.led_a_whole_shared_reply)
         or run.usage is None
         or run.finish_reason is None
     )
