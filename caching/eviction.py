@@ -229,6 +229,23 @@ async def purge(client: Redis, namespace: str, batch: int = PURGE_BATCH) -> list
             return purged
 
 
+async def purge_every_namespace(client: Redis) -> int:
+    """purge() each namespace with an index in this Redis; how many entries went.
+
+    An admission purges its own namespace's expired entries, but a namespace that stops
+    storing (its team gone quiet, its cache turned off, the team deleted) would keep the
+    index records of its expired entries for good: they have no TTL, so volatile-lru never
+    frees them, and the budget's byte count would keep them too. A periodic task
+    (caching/tasks.py) calls this."""
+    purged = 0
+    pattern = f"{INDEX_PREFIX}{{*}}:expiry"
+    async for raw in client.scan_iter(match=pattern, count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        namespace = key[len(INDEX_PREFIX) + 1 : -len("}:expiry")]
+        purged += len(await purge(client, namespace))
+    return purged
+
+
 async def usage(client: Redis, namespace: str) -> NamespaceUsage:
     """Entries, bytes in use and clock (L) of a namespace, read in one transaction."""
     prio, _, _, stats = index_keys(namespace)

@@ -21,11 +21,13 @@ PRIMARY_POLICY = "noeviction"
 # The cache Redis, when full, drops only keys with a TTL, least recently used first: cache
 # entries (and the vector sets, which expire with their newest entry). The GDSF index
 # (caching/eviction.py) has no TTL, so it is never half-evicted: an entry whose value Redis
-# dropped is a miss for the lookups and the scripts, and its index records and bytes go at
-# its expiry, as for any expired entry. allkeys-* could drop an index hash or sorted set and
-# leave the byte count and vector elements of a whole namespace unaccounted for. With no
-# TTL key left to drop, writes fail with OOM (a script only at its first write, so never
-# half done), which the caches treat as their Redis being unavailable: a bypass, not a 5xx.
+# dropped is a miss for the lookups and the scripts, and its index records and bytes go
+# once it has expired, as for any expired entry (purged by the next admission into its
+# namespace, or by the caches' periodic purge: caching/tasks.py). allkeys-* could drop an
+# index hash or sorted set and leave the byte count and vector elements of a whole
+# namespace unaccounted for. With no TTL key left to drop, writes fail with OOM (a script
+# only at its first write, so never half done), which the caches treat as their Redis
+# being unavailable: a bypass, not a 5xx.
 CACHE_POLICY = "volatile-lru"
 CACHE_MAXMEMORY_DEFAULT = "256mb"
 

@@ -182,6 +182,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gateway.batches.tasks.sweep_batches",
         "schedule": 10.0,
     },
+    "purge-expired-cache-entries": {
+        "task": "caching.tasks.purge_expired_cache_entries",
+        "schedule": 60.0,
+    },
 }
 # Batches run for minutes to hours: on a worker of their own (make run starts one), so the
 # ledger and dashboard tasks never wait behind a batch.

@@ -16,10 +16,13 @@ from caching.eviction import (
     admit,
     entry_size,
     forget,
+    index_keys,
     purge,
+    purge_every_namespace,
     record_hit,
     usage,
 )
+from caching.tasks import purge_expired_cache_entries
 
 pytestmark = pytest.mark.live
 VSET = "sluice:cache:semantic:vectors:team:1"
@@ -176,6 +179,40 @@ def test_expired_entries_stop_counting_and_lose_their_vector_element(redis_url):
         assert await similar(client) == {"el-b"}
 
     run(redis_url, scenario)
+
+
+def test_the_periodic_purge_empties_namespaces_that_stopped_storing(redis_url):
+    """An admission purges only its own namespace: the periodic task purges them all, so
+    a team that stops storing keeps no index records (or bytes) of expired entries."""
+    quiet, busy = Budget("exact:quiet-team", 10_000), Budget("exact:busy-team", 10_000)
+
+    async def scenario(client: aioredis.Redis) -> tuple[int, list[int], int]:
+        for n in range(3):
+            await admit(client, quiet, f"quiet-{n}", value_of(1000), 1, cost=5)
+        await admit(client, busy, "busy-short", value_of(1000), 1, cost=5)
+        await admit(client, busy, "busy-long", value_of(1000), 60, cost=5)
+        await asyncio.sleep(1.1)  # the 1 s TTLs run out: expiry is what is tested
+        purged = await purge_every_namespace(client)
+        left = [(await usage(client, b.namespace)).entries for b in (quiet, busy)]
+        meta = await client.hlen(index_keys(quiet.namespace)[2])
+        return purged, left, meta
+
+    assert run(redis_url, scenario) == (4, [0, 1], 0)
+
+
+def test_the_beat_task_purges_the_cache_redis_and_says_how_much(redis_url, settings):
+    assert settings.CELERY_BEAT_SCHEDULE["purge-expired-cache-entries"]["task"] == (
+        purge_expired_cache_entries.name
+    )
+    quiet = Budget("semantic:quiet-team", 10_000)
+
+    async def stored(client: aioredis.Redis) -> None:
+        await admit(client, quiet, "quiet-0", value_of(1000), 1, cost=5)
+        await asyncio.sleep(1.1)  # the 1 s TTL runs out: expiry is what is tested
+
+    run(redis_url, stored)
+    assert purge_expired_cache_entries() == 1
+    assert purge_expired_cache_entries() == 0
 
 
 def test_an_admission_purges_expired_entries_first(redis_url):
