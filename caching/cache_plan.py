@@ -142,7 +142,7 @@ class PendingPlan:
         try:
             reply, populated = await self._first_answers()
             if reply is not None:
-                return CachePlan(Outcome.HIT_EXACT, reply, lookup.own[0], lookup.own)
+                return CachePlan(Outcome.HIT_EXACT, reply, lookup.own[0], lookup.own, policy=policy)
             looked_in_context = self.context_exists is not None and slot is not None
             if looked_in_context and not populated:
                 semantic.empty_context_lookup(
@@ -200,6 +200,7 @@ def _semantic_hit(lookup: Lookup, match: SemanticMatch) -> CachePlan:
         match.reply,
         hit,
         lookup.own,
+        policy=lookup.policy,
         audit=audit,
         hit_cell=match.cell,
         reask_key=reask_key,

@@ -30,7 +30,7 @@ from foundation.redis_clients import (
 
 logger = logging.getLogger(__name__)
 SERVED_PREFIX = "sluice:cache:served:"  # request id -> the entry that answered it
-SERVED_TTL_S = 24 * 3600  # how long a reply can be reported as a false hit
+SERVED_TTL_S = 24 * 3600  # the longest a reply can be reported as a false hit
 # A deterministic semantic hit's exact key -> the entry that answered it: a re-ask within
 # the window that bypasses the caches is compared with it (gateway/serving/audit.py).
 REASK_PREFIX = "sluice:cache:reask:"
@@ -87,7 +87,7 @@ def send_keep(
         writes.append(semantic.store_submitted(slot, reply, budget, ttl_s, cost))
     if not writes:
         return in_order()
-    writes.append(_note_served(request_id, team_id, plan.own))
+    writes.append(_note_served(request_id, team_id, plan.own, served_ttl_s(plan)))
     return in_order(*writes)
 
 
@@ -136,7 +136,8 @@ def settle_submitted(
             plan.hit.key if plan.result == Outcome.HIT_SEMANTIC and not own_question else None
         )
         record = _served_record(team_id, (plan.hit, *plan.own), semantic_hit)
-        sent.append(batch.submit("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S))
+        note = ("SET", SERVED_PREFIX + request_id, record, "EX", served_ttl_s(plan))
+        sent.append(batch.submit(*note))
         if semantic_hit is not None and plan.reask_key is not None:
             marker = REASK_PREFIX + plan.reask_key.removeprefix(exact.KEY_PREFIX)
             sent.append(batch.submit("SET", marker, semantic_hit, "EX", REASK_WINDOW_S))
@@ -194,13 +195,28 @@ def note_shared_reply(plan: CachePlan, request_id: str, team_id: int) -> Awaitab
     (plan.own, the same entries): noted, so its caller can report it as a false hit."""
     if plan.policy is None or plan.key is None or not plan.own:
         return in_order()
-    return _note_served(request_id, team_id, plan.own)
+    return _note_served(request_id, team_id, plan.own, served_ttl_s(plan))
 
 
-def _note_served(request_id: str, team_id: int, entries: tuple[EntryRef, ...]) -> Awaitable[None]:
+def served_ttl_s(plan: CachePlan) -> int:
+    """How long the note of which entries answered a request is kept: as long as those
+    entries can live under the team's policy (its TTLs, or the request's own), at most a
+    day. A report after the entries expired would take nothing out of service, and the
+    notes are in no team's memory budget: one per cached or stored request, about 400
+    bytes, so a day of them at the default hour's TTL was 24 times what could be used."""
+    policy = plan.policy
+    if policy is None:
+        return SERVED_TTL_S
+    longest = max(policy.exact_ttl_s, policy.semantic_ttl_s, plan.ttl_s or 0)
+    return max(1, min(SERVED_TTL_S, longest, policy.max_age_s))
+
+
+def _note_served(
+    request_id: str, team_id: int, entries: tuple[EntryRef, ...], ttl_s: int
+) -> Awaitable[None]:
     """Which entries hold the reply a request got, so its caller can report it as wrong."""
     record = _served_record(team_id, entries)
-    served = ("SET", SERVED_PREFIX + request_id, record, "EX", SERVED_TTL_S)
+    served = ("SET", SERVED_PREFIX + request_id, record, "EX", ttl_s)
     return _noted(async_cache_redis_batch().submit(*served), request_id)
 
 

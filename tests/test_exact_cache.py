@@ -9,6 +9,7 @@ import openai
 import pytest
 import redis
 
+from caching import responses
 from caching.actions import update_cache_policy
 from caching.exact import KEY_PREFIX
 from foundation.embedded_redis import free_port
@@ -180,7 +181,7 @@ def report(platform: dict[str, Any], api_key: str, body: object) -> tuple[int, d
     return response.status, json.loads(response.read())
 
 
-def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform):
+def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform, redis_url):
     client = platform["client"]
     ask(client)
     raw = client.chat.completions.with_raw_response.create(
@@ -188,6 +189,10 @@ def test_a_reported_false_hit_removes_the_entry_for_its_team_only(platform):
     )
     assert raw.headers["x-sluice-cache"] == "hit-exact"
     request_id = raw.parse().id
+    # The note a report reads lives as long as the entry can (the default hour), not a day.
+    cache, note = redis.Redis.from_url(redis_url), responses.served_key(request_id)
+    note_ttl = wait_until(lambda: max(cache.ttl(note), 0), 5, "the hit's note (after its reply)")
+    assert 3000 < note_ttl <= 3600
 
     stranger = actions.issue_api_key(actions.create_team("Other")).plaintext
     assert report(platform, stranger, {"request_id": request_id})[0] == 404
