@@ -110,8 +110,14 @@ def billed_lines(batch_id: str) -> dict[int, str]:
     """Line number -> the request id it was billed under, for every line of the batch with
     a usage record that billed tokens (usage events still in the stream are moved into the
     ledger first; a failed attempt that reached no worker bills nothing): with
-    finished_line_numbers, which lines a runner that died billed but never kept."""
-    ingest("batch-runner")
+    finished_line_numbers, which lines a runner that died billed but never kept.
+
+    Events another ledger consumer has read and not yet written (the Celery task holds up
+    to a batch of them) are claimed too, however recently read: left to it, they were
+    invisible here, and a rerun reused a failed attempt's id (its bill then dropped as a
+    duplicate) or billed a line twice. Both writing one is harmless: the ledger keeps the
+    first record of an id."""
+    ingest("batch-runner", reclaim_idle_ms=0)
     prefix = line_request_id(batch_id, 0).removesuffix("0")
     billed: dict[int, str] = {}
     records = (
