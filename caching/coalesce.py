@@ -42,6 +42,7 @@ class SharedGeneration:
         self.items: list[Item] = []
         self.done = False
         self.completed = False  # the upstream ended normally: the reply is whole
+        self.led_by = ""  # the request id of the request that started it (set by it)
         self.error: BaseException | None = None
         self.readers = 0
         self.finished = asyncio.Event()  # set once the upstream has ended, however it ended

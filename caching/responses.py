@@ -190,12 +190,17 @@ async def _settled(plan: CachePlan, request_id: str, sent: "list[asyncio.Future[
         logger.warning("cache: outcome of %s not counted: %s", request_id, exc)
 
 
-def note_shared_reply(plan: CachePlan, request_id: str, team_id: int) -> Awaitable[None]:
-    """A reader of another identical request's generation got the reply its leader keeps
-    (plan.own, the same entries): noted, so its caller can report it as a false hit."""
-    if plan.policy is None or plan.key is None or not plan.own:
+def note_shared_reply(
+    plan: CachePlan, request_id: str, team_id: int, leader_request_id: str
+) -> Awaitable[None]:
+    """A reader of another identical request's generation got that request's reply:
+    noted as the same, so its caller can report it as a false hit. The report reads the
+    leader's note, which exists only where the leader's reply was kept."""
+    if plan.policy is None or plan.key is None:
         return in_order()
-    return _note_served(request_id, team_id, plan.own, served_ttl_s(plan))
+    record = json_bytes({"team": team_id, "same_as": leader_request_id})
+    served = ("SET", SERVED_PREFIX + request_id, record, "EX", served_ttl_s(plan))
+    return _noted(async_cache_redis_batch().submit(*served), request_id)
 
 
 def served_ttl_s(plan: CachePlan) -> int:
@@ -234,6 +239,16 @@ def _served_record(
     return json_bytes(record | ({"semantic_hit": semantic_hit} if semantic_hit else {}))
 
 
+async def _served_note(request_id: str, team_id: int) -> dict[str, Any] | None:
+    """The note of which entries answered this team's request; None if there is none (or
+    it answered another team). Read through the batch, behind the note of a reply this
+    process has just sent (its settlement, after the reply, goes at once: pending_stores)."""
+    await pending_stores.wait_for_stores_of(served_key(request_id))
+    raw = await async_cache_redis_batch().execute("GET", served_key(request_id))
+    served: dict[str, Any] | None = None if raw is None else json.loads(raw)
+    return served if served is not None and served.get("team") == team_id else None
+
+
 def served_key(request_id: str) -> str:
     """The note of which entries answered a request (for its false-hit report)."""
     return SERVED_PREFIX + request_id
@@ -247,19 +262,19 @@ async def report_false_hit(request_id: str, team_id: int) -> bool:
     marked and never answers another question again (caching/semantic.py)."""
     client = async_cache_redis()
     try:
-        # Through the batch, behind the note of a reply this process has just sent (its
-        # settlement, after the reply, goes at once: pending_stores).
-        await pending_stores.wait_for_stores_of(served_key(request_id))
-        raw = await async_cache_redis_batch().execute("GET", served_key(request_id))
-        if raw is None or json.loads(raw)["team"] != team_id:
+        served = await _served_note(request_id, team_id)
+        notes = [served_key(request_id)]
+        if served is not None and "same_as" in served:  # a coalesced reader's: its leader's
+            notes.append(served_key(served["same_as"]))
+            served = await _served_note(served["same_as"], team_id)
+        if served is None:
             return False
-        served = json.loads(raw)
         for entry_namespace, key in served["entries"]:
             if key == served.get("semantic_hit"):
                 await semantic.mark_reported(client, key)
             else:
                 await eviction.forget(client, entry_namespace, key)
-        await client.delete(SERVED_PREFIX + request_id)
+        await client.delete(*notes)
     except REDIS_FAILURES as exc:
         raise CacheUnavailable(str(exc)) from exc
     await stats.count_false_hit(team_id)

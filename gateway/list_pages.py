@@ -12,7 +12,7 @@ M = TypeVar("M", bound=Model)
 class BadPage(ValueError):
     def __init__(self, message: str, param: str) -> None:
         super().__init__(message)
-        self.param = param  # the query parameter at fault: "limit" or "after"
+        self.param = param  # the query parameter at fault: "limit", "after" or "order"
 
 
 def page(

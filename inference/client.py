@@ -137,7 +137,7 @@ async def _chunks(response: WorkerResponse, url: str) -> AsyncGenerator[Chunk, N
             event = orjson.loads(payload)
             if type(event) is not dict:
                 raise UpstreamError("worker sent an event that is not an object", url, False)
-            if "error" in event or event.get("object") == "error":
+            if event.get("error") is not None or event.get("object") == "error":
                 raise _error_event(event, url)
             yield event
 
@@ -148,13 +148,15 @@ def _error_event(event: Chunk, url: str) -> UpstreamError:
     with `"object": "error"`), then [DONE]. Read as a chunk it would reach the client
     with the worker's own words, or end a text completion with no finish_reason and no
     error, and be billed as a success; as an UpstreamError it takes the failure's path
-    (retried elsewhere when it is the first event; a 4xx code is the request's fault)."""
+    (mid-stream an error chunk; as the first event, retried on another worker). Its code
+    is logged, not read as an HTTP status: vLLM tags whatever failed in its generator 400
+    BadRequestError, an engine's fault included, which the request cannot be blamed for
+    (what the request gets wrong it refuses before its 200)."""
     error = event.get("error")
     detail = error if isinstance(error, dict) else event
-    code = detail.get("code")
-    status = code if isinstance(code, int) and 400 <= code < 600 else None
     message = str(detail.get("message", ""))[:500]
-    return UpstreamError(f"worker sent an error event ({status}): {message}", url, False, status)
+    code = detail.get("code")
+    return UpstreamError(f"worker sent an error event (code {code}): {message}", url, False)
 
 
 async def _open(

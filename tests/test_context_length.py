@@ -149,3 +149,31 @@ def test_a_request_without_max_tokens_gets_what_fits_the_window_and_the_cap_unde
         model="small-model", messages=MESSAGES, extra_body={"ignore_eos": True}
     )
     assert capped.usage is not None and capped.usage.completion_tokens == 5
+
+
+def test_under_trim_a_request_without_max_tokens_whose_kept_turns_leave_little_room_is_served(
+    platform,
+):
+    """Trim leaves room for the default (512) when it can; when the turns it must keep
+    leave less, the default gives way rather than the request being refused."""
+    client = platform["client"]
+    _set_window(200)
+    wait_until(lambda: _refusal(client, 190), 15, "the gateway to read the override", poll_s=0.3)
+    long_question: Any = [{"role": "user", "content": "word " * 120}]
+    raw = client.chat.completions.with_raw_response.create(
+        model="small-model",
+        messages=long_question,
+        extra_body={"ignore_eos": True},
+        extra_headers={"x-sluice-context-policy": "trim"},
+    )
+    reply = raw.parse()
+    assert reply.usage is not None and reply.usage.completion_tokens > 0
+    assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 200
+    with pytest.raises(openai.BadRequestError) as set_by_client:  # a figure it named: refused
+        client.chat.completions.create(
+            model="small-model",
+            messages=long_question,
+            max_tokens=150,
+            extra_headers={"x-sluice-context-policy": "trim"},
+        )
+    assert set_by_client.value.code == "context_length_exceeded"

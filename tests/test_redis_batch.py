@@ -3,6 +3,7 @@ and error (foundation/redis_batch.py, foundation/redis_pipe.py), against a real 
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -239,18 +240,31 @@ def test_every_run_of_a_script_reaches_its_caller_or_abandoned_however_late_it_i
     script = LuaScript(source)
 
     async def scenario(batch: CountingBatcher) -> tuple[list[int], list[int], int]:
+        # How long such a run takes here, uncancelled: the cancels are spread over it
+        # (the machine's speed sets the moments, not a fixed time).
+        took = []
+        for _ in range(5):
+            await batch.client.script_flush()
+            started = time.perf_counter()
+            await script.run_batched(batch, ["warm-up"], [])
+            took.append(time.perf_counter() - started)
+        span = 1.5 * sorted(took)[2]
         returned: list[int] = []
         handed: list[int] = []
         for step in range(80):
             await batch.client.script_flush()  # the next run draws NOSCRIPT
             run = script.run_batched(batch, ["runs"], [], abandoned=handed.append)
             task = asyncio.ensure_future(run)
-            await asyncio.sleep(step * 0.00004)
+            await asyncio.sleep(span * step / 80)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 returned.append(await task)
-        await asyncio.sleep(0.3)  # the last handed-over replies arrive
-        return returned, handed, int(await batch.client.get("runs") or 0)
+        for _ in range(100):  # until every run's reply has been handed over or returned
+            runs = int(await batch.client.get("runs") or 0)
+            if len(returned) + len(handed) >= runs:
+                break
+            await asyncio.sleep(0.01)
+        return returned, handed, runs
 
     returned, handed, runs = _run(redis_url, scenario)
     assert sorted(returned + handed) == list(range(1, runs + 1))

@@ -81,7 +81,7 @@ def queue_orphans(batch_ids: list[str], stale: datetime) -> list[str]:
     return [
         batch_id
         for batch_id in batch_ids
-        if Batch.objects.filter(id=batch_id)
+        if Batch.objects.filter(id=batch_id, status__in=Batch.ACTIVE)
         .filter(_unheld(stale))
         .update(runner=QUEUED, heartbeat_at=now)
     ]

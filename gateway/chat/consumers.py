@@ -232,7 +232,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         try:
             await self._reply(body, thread, policy, directives)
         except Exception as exc:
-            if isinstance(exc, OSError) or self.socket_closed:
+            gone = isinstance(exc, OSError) and not isinstance(exc, TimeoutError)
+            if gone or self.socket_closed:
                 raise  # the client is gone: _generation_ended says so
             # A fault of the server's own: HTTP answers it with a 500; the socket says the
             # same rather than leave the page waiting for a reply that has ended.

@@ -329,7 +329,16 @@ async def fit_max_tokens(
     limits = await limits_for_team(caller.team_id)
     policy = chat.context_policy or team_policy(limits)
     if policy == Policy.TRIM and window is not None and size.tokens + chat.max_tokens > window:
-        chat, target, size = await _trimmed(caller, chat, target, window)
+        try:
+            chat, target, size = await _trimmed(caller, chat, target, window)
+        except KeptMessagesTooLong:
+            if not chat.max_tokens_defaulted:
+                raise
+            # The default gives way here too: trimmed as far as trim goes, for one token
+            # at least, and the reply gets what fits (below).
+            one_token = replace(chat, max_tokens=1)
+            trimmed, target, size = await _trimmed(caller, one_token, target, window)
+            chat = replace(trimmed, max_tokens=chat.max_tokens)
     prompt, name, estimated = size.tokens, target.deployment.name, not size.exact
     if window is not None and prompt >= window:
         raise ContextLengthExceeded(name, window, prompt, chat.max_tokens, estimated)

@@ -79,6 +79,7 @@ class Completion:
         self.reservation = reservation
         self.cache = cache or CachePlan(Outcome.BYPASS)  # until the caches have been asked
         self.coalesced = False  # read another identical request's generation
+        self.leader_request_id = ""  # the request whose generation it read
         # This request led a generation others read, and it ended whole though this
         # request's client left: its reply is kept as any whole reply (settlement).
         self.led_a_whole_shared_reply = False
@@ -367,9 +368,11 @@ class Completion:
                 shared, leader = coalescer.join(key, lambda: source)
             if leader:
                 self.shared = shared
+                shared.led_by = self.request_id
             else:
                 await source.aclose()  # never started: nothing reached the worker
                 self.coalesced = True
+                self.leader_request_id = shared.led_by
             source = shared.read()
         async with aclosing(source) as upstream:
             waiting_since = time.perf_counter()

@@ -321,10 +321,12 @@ def _send_cache_part(run: "Completion", slot: SemanticSlot | None) -> Awaitable[
     counted = _count_cache_outcome(run)
     kept = _send_keep_reply(run, slot) if _keeps_reply(run) else None
     noted = None
-    if run.coalesced and run.status == "ok":
-        # Its reply is the one its leader keeps: noted as answered by the same entries, so
-        # a reader of a shared generation can report it as a false hit too.
-        noted = responses.note_shared_reply(run.cache, run.request_id, run.reservation.team_id)
+    if run.coalesced and run.status == "ok" and run.leader_request_id:
+        # Its reply is its leader's: a report of it is a report of the leader's.
+        team_id = run.reservation.team_id
+        noted = responses.note_shared_reply(
+            run.cache, run.request_id, team_id, run.leader_request_id
+        )
     return in_order(counted, kept, noted)
 
 
