@@ -152,6 +152,11 @@ class _Queue:
     def remove(self, waiter: _Waiter) -> None:
         self.by_priority[waiter.priority].remove(waiter)
 
+    def requeue(self, waiter: _Waiter) -> None:
+        """`waiter` goes to the back of its lane (its tenant's place among lanes stays)."""
+        self.remove(waiter)
+        self.add(waiter)
+
     def may_borrow(self, waiter: _Waiter) -> bool:
         """Whether `waiter` may take a slot beyond a worker's share: its tenant holds fewer
         slots per weight than another tenant with requests waiting here (a flooder)."""
@@ -292,7 +297,10 @@ class Dispatcher:
 
     def _serve(self, queue: _Queue, routable: Sequence[WorkerView]) -> None:
         """Grant free slots to waiters in fair order; fail them all if nothing can serve."""
+        moved: set[_Waiter] = set()
         while (waiter := queue.next(self.may_start)) is not None:
+            if waiter in moved:
+                return  # every waiter left was tried on this pass
             candidates = [w for w in routable if w.url not in waiter.exclude]
             if not routable and queue.waits_for_replica:
                 return  # scaled to zero: the published queue brings a replica; wait for it
@@ -310,6 +318,13 @@ class Dispatcher:
                 worker = self._choose(waiter, candidates)
                 if worker is None and queue.may_borrow(waiter):
                     worker = self._choose(waiter, candidates, borrowing=True)
+                if worker is None and self._only_excluded_have_room(waiter, routable):
+                    # A retry that may not go back to the worker it failed on must not keep
+                    # the requests behind it from that worker's free slot: it goes to the
+                    # back of its lane, and the next waiter is tried.
+                    queue.requeue(waiter)
+                    moved.add(waiter)
+                    continue
                 if worker is None:
                     return  # every worker is full: wait for a release or the next re-check
                 batch_line = None
@@ -318,6 +333,14 @@ class Dispatcher:
                 _add(self.tenant_in_flight, waiter.tenant.key, 1)
             queue.take(waiter)
             waiter.future.set_result(Lease(worker, waiter.tenant, batch_line))
+
+    def _only_excluded_have_room(self, waiter: _Waiter, routable: Sequence[WorkerView]) -> bool:
+        """A worker this waiter may not use has a free slot (a pure check: no router is
+        asked, so no round-robin turn or session is spent on it)."""
+        return any(
+            w.url in waiter.exclude and self.in_flight.get(w.url, 0) < self.slots_per_worker(w)
+            for w in routable
+        )
 
     def _choose(
         self, waiter: _Waiter, candidates: list[WorkerView], borrowing: bool = False
