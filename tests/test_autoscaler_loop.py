@@ -17,6 +17,7 @@ from inference.models import ModelDeployment, Worker
 from inference.snapshot import SNAPSHOT_KEY, WorkerView
 from scaling.autoscale.actuators import Actuator, Replica
 from scaling.autoscale.loop import AutoscaleLoop, LeaderLock
+from scaling.autoscale.types import Decision, FleetState
 from scaling.models import AutoscalePolicy, ScalingDecision
 from tests.waiting import wait_until, wait_until_answers
 
@@ -151,6 +152,25 @@ def test_no_action_on_stale_metrics(deployment):
     rows = loop.tick(now)
     assert rows and rows[0].rule == "stale_metrics" and "scrape_workers" in rows[0].reason
     assert not rows[0].actuated and len(live(deployment)) == 2
+
+
+@pytest.mark.live
+def test_a_leader_that_lost_its_lease_while_acting_stops_no_more_replicas(deployment):
+    """A scale-down's stops can outlast the lease: it is renewed before each one, and a
+    leader that lost it to another process stops acting."""
+
+    class TakenOver(FakeActuator):
+        def stop_replica(self, worker):
+            super().stop_replica(worker)
+            sync_redis().set(loop.lock.key, "another-process", px=30_000)  # it expired, taken
+
+    actuator = TakenOver()
+    loop = AutoscaleLoop(actuator, sync_redis(), tick_s=1.0)
+    assert loop.lock.acquire()
+    workers = {w.pk: w for w in live(deployment)}
+    decision = Decision("down", "test", 2, 0, "test", stop=tuple(workers))
+    _, error = loop.actuate(deployment, decision, workers, FleetState())
+    assert len(actuator.stopped) == 1 and "lease" in error
 
 
 @pytest.mark.live

@@ -150,7 +150,8 @@ class AutoscaleLoop:
             forecast = self.forecaster.forecast(samples, buckets, now, horizon)
         state = with_replicas_on_their_way(fleet_state(workers, mine), self._coming(deployment))
         decision = decide(spec, samples, state, now, last_actions(deployment), forecast)
-        if decision.changes_fleet and not self.lock.held():
+        # Renewed, not only checked: each deployment's actions get a whole lease.
+        if decision.changes_fleet and not self.lock.acquire():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
             return None, None
         error = ""
@@ -203,6 +204,12 @@ class AutoscaleLoop:
                 _set(workers[worker_id], "warm", "drained; kept for the warm pool")
             decision = sleep_mode.sleep(self.actuator, decision, workers)
             for worker_id in decision.stop:
+                # Wakes and sleeps can take 30 s each and a stop 20: the lease is renewed
+                # before each stop, and a leader that lost it stops acting (two leaders
+                # each lowering a Deployment's replicas by one took two pods for one).
+                if not self.lock.acquire():
+                    logger.warning("lost the autoscaler lease while scaling %s down", deployment)
+                    return decision, "the autoscaler lease was lost while acting"
                 self.actuator.stop_replica(workers[worker_id])
         except ActuatorError as exc:
             logger.error("actuator %s failed for %s: %s", self.actuator.name, deployment, exc)
