@@ -247,30 +247,36 @@ def test_a_cancelled_request_leaves_the_queue_without_costing_its_team_a_turn() 
 
 
 @pytest.mark.unit
-def test_a_retry_kept_off_the_worker_it_failed_on_does_not_hold_that_workers_slot_from_others() -> (
-    None
-):
+@pytest.mark.parametrize("other_team", [A, B], ids=["same team", "another team"])
+def test_a_retry_kept_off_the_worker_it_failed_on_does_not_hold_that_workers_slot_from_others(
+    other_team: Tenant,
+) -> None:
     """Two one-slot workers, both busy; the request on w1 fails and is retried away from w1
-    while w2 stays busy. The team's next request takes w1's free slot rather than waiting
-    behind the retry (it waited until its queue timeout)."""
+    while w2 stays busy. The next request takes w1's free slot rather than waiting behind
+    the retry (it waited until its queue timeout), and the retry, keeping its place, gets
+    the next slot it may use before a request that came after it."""
     dispatcher = Dispatcher(
         fleet=StaticFleet([view("http://w1", max_in_flight=1), view("http://w2", max_in_flight=1)])
     )
 
-    async def scenario() -> tuple[bool, bool]:
+    async def scenario() -> tuple[bool, bool, bool]:
         first = await dispatcher.acquire("sim", tenant=A)
-        await dispatcher.acquire("sim", tenant=A)  # the other worker: both busy now
+        second = await dispatcher.acquire("sim", tenant=other_team)  # w2: both busy now
         dispatcher.release(first)  # its request failed before its first token
         retry = asyncio.ensure_future(
             dispatcher.acquire("sim", tenant=A, exclude=frozenset({first.worker.url}), timeout_s=5)
         )
         await asyncio.sleep(0)  # the retry queues first
-        other = await dispatcher.acquire("sim", tenant=A, timeout_s=2)
-        retry_waits = not retry.done()
-        retry.cancel()
-        return other.worker.url == first.worker.url, retry_waits
+        other = await dispatcher.acquire("sim", tenant=other_team, timeout_s=2)
+        retry_waited = not retry.done()
+        later = asyncio.ensure_future(dispatcher.acquire("sim", tenant=A, timeout_s=5))
+        await asyncio.sleep(0)
+        dispatcher.release(second)  # w2 frees: the retry's, not the later request's
+        retried = await retry
+        later.cancel()
+        return other.worker.url == first.worker.url, retry_waited, retried.worker == second.worker
 
-    assert asyncio.run(scenario()) == (True, True)
+    assert asyncio.run(scenario()) == (True, True, True)
 
 
 # The attack, live: one team floods a deployment's queue, another sends a few requests.

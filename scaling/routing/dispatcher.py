@@ -44,7 +44,7 @@ autoscaler scales on them, since a worker's own waiting count stays near zero be
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Literal
@@ -134,10 +134,13 @@ class _Queue:
         lane = tenant if settings.FAIR_QUEUEING and tenant is not None else ANONYMOUS
         self.by_priority[waiter.priority].append(waiter, lane)
 
-    def next(self, may_start: Callable[[Tenant], bool]) -> _Waiter | None:
-        """The waiter to serve next: the highest priority with one whose tenant may start."""
+    def next(
+        self, may_start: Callable[[Tenant], bool], skip: Collection[_Waiter] = ()
+    ) -> _Waiter | None:
+        """The waiter to serve next: the highest priority with one whose tenant may start
+        (skip: waiters that cannot be served now; each keeps its place)."""
         for queue in self.by_priority.values():
-            if (waiter := queue.next(may_start, self._holds)) is not None:
+            if (waiter := queue.next(may_start, self._holds, skip)) is not None:
                 return waiter
         return None
 
@@ -151,11 +154,6 @@ class _Queue:
 
     def remove(self, waiter: _Waiter) -> None:
         self.by_priority[waiter.priority].remove(waiter)
-
-    def requeue(self, waiter: _Waiter) -> None:
-        """`waiter` goes to the back of its lane (its tenant's place among lanes stays)."""
-        self.remove(waiter)
-        self.add(waiter)
 
     def may_borrow(self, waiter: _Waiter) -> bool:
         """Whether `waiter` may take a slot beyond a worker's share: its tenant holds fewer
@@ -297,10 +295,8 @@ class Dispatcher:
 
     def _serve(self, queue: _Queue, routable: Sequence[WorkerView]) -> None:
         """Grant free slots to waiters in fair order; fail them all if nothing can serve."""
-        moved: set[_Waiter] = set()
-        while (waiter := queue.next(self.may_start)) is not None:
-            if waiter in moved:
-                return  # every waiter left was tried on this pass
+        skipped: set[_Waiter] = set()
+        while (waiter := queue.next(self.may_start, skipped)) is not None:
             candidates = [w for w in routable if w.url not in waiter.exclude]
             if not routable and queue.waits_for_replica:
                 return  # scaled to zero: the published queue brings a replica; wait for it
@@ -320,10 +316,9 @@ class Dispatcher:
                     worker = self._choose(waiter, candidates, borrowing=True)
                 if worker is None and self._only_excluded_have_room(waiter, routable):
                     # A retry that may not go back to the worker it failed on must not keep
-                    # the requests behind it from that worker's free slot: it goes to the
-                    # back of its lane, and the next waiter is tried.
-                    queue.requeue(waiter)
-                    moved.add(waiter)
+                    # the requests behind it from that worker's free slot: it keeps its
+                    # place, and the next waiter in fair order is tried.
+                    skipped.add(waiter)
                     continue
                 if worker is None:
                     return  # every worker is full: wait for a release or the next re-check

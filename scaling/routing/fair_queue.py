@@ -29,7 +29,7 @@ is plain FIFO.
 """
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import count
@@ -108,18 +108,29 @@ class FairQueue(Generic[Item]):
         self,
         may_start: Callable[[Tenant], bool] = _anyone_may_start,
         held: Callable[[str], int] = _nobody_holds,
+        skip: Collection[Item] = (),
     ) -> Item | None:
         """The item to serve next, without taking it. held(key): slots the tenant holds
-        now. None: no tenant with queued items may start one."""
-        ready = [lane for lane in self._lanes.values() if may_start(lane.tenant)]
-        if not ready:
+        now. skip: items that cannot be served now (each keeps its place; the one behind
+        it in its lane stands in). None: no tenant with queued items may start one."""
+        heads: list[tuple[_Lane[Item], Item]] = []
+        for lane in self._lanes.values():
+            if may_start(lane.tenant):
+                if not skip:
+                    head: Item | None = lane.items[0]
+                else:
+                    head = next((item for item in lane.items if item not in skip), None)
+                if head is not None:
+                    heads.append((lane, head))
+        if not heads:
             return None
 
-        def order(lane: _Lane[Item]) -> tuple[Fraction, Fraction, int]:
+        def order(entry: tuple[_Lane[Item], Item]) -> tuple[Fraction, Fraction, int]:
+            lane = entry[0]
             share = Fraction(held(lane.tenant.key), lane.tenant.weight)
             return share, lane.tag, lane.backlogged_since
 
-        return min(ready, key=order).items[0]
+        return min(heads, key=order)[1]
 
     def holds_more_than(self, tenant: Tenant, held: Callable[[str], int]) -> bool:
         """Whether another tenant with items queued holds more slots per weight."""
@@ -131,10 +142,9 @@ class FairQueue(Generic[Item]):
         )
 
     def take(self, item: Item) -> None:
-        """Serve `item`, the head of its lane (as next() returned it)."""
+        """Serve `item`, as next() returned it: the head of its lane, or the first behind
+        items next() was told to skip."""
         lane = self._lanes[self._lane_of[item]]
-        if lane.items[0] != item:
-            raise ValueError("only the head of a lane can be served")
         self._now = max(self._now, lane.tag)
         lane.tag += Fraction(1, lane.tenant.weight)
         self._drop(item)
