@@ -155,14 +155,19 @@ def test_no_action_on_stale_metrics(deployment):
 
 
 @pytest.mark.live
-def test_a_leader_that_lost_its_lease_while_acting_stops_no_more_replicas(deployment):
+@pytest.mark.parametrize("released", [False, True], ids=["taken", "taken and released"])
+def test_a_leader_that_lost_its_lease_while_acting_stops_no_more_replicas(deployment, released):
     """A scale-down's stops can outlast the lease: it is renewed before each one, and a
-    leader that lost it to another process stops acting."""
+    leader that lost it stops acting, also when the process that took it has let it go
+    (its decision was made on a view that other leader may have acted on)."""
 
     class TakenOver(FakeActuator):
         def stop_replica(self, worker):
             super().stop_replica(worker)
-            sync_redis().set(loop.lock.key, "another-process", px=30_000)  # it expired, taken
+            client = sync_redis()
+            client.set(loop.lock.key, "another-process", px=30_000)  # it expired, taken
+            if released:
+                client.delete(loop.lock.key)
 
     actuator = TakenOver()
     loop = AutoscaleLoop(actuator, sync_redis(), tick_s=1.0)

@@ -65,6 +65,16 @@ class LeaderLock:
     def held(self) -> bool:
         return bool(self.client.get(self.key) == self.token)
 
+    def renew(self) -> bool:
+        """Renew the lease if it is still ours; never take it (acting on a decision made
+        under a lease another process held meanwhile would act on a stale view). False
+        too when Redis cannot say."""
+        try:
+            return bool(self.client.eval(_RENEW, 1, self.key, self.token, self.ttl_ms))
+        except redis.exceptions.RedisError as exc:
+            logger.warning("autoscaler lease not renewed: Redis failed: %s", exc)
+            return False
+
     def release(self) -> None:
         self.client.eval(_RELEASE, 1, self.key, self.token)
 
@@ -151,7 +161,7 @@ class AutoscaleLoop:
         state = with_replicas_on_their_way(fleet_state(workers, mine), self._coming(deployment))
         decision = decide(spec, samples, state, now, last_actions(deployment), forecast)
         # Renewed, not only checked: each deployment's actions get a whole lease.
-        if decision.changes_fleet and not self.lock.acquire():
+        if decision.changes_fleet and not self.lock.renew():
             logger.warning("lost the autoscaler lease mid-tick; not acting")
             return None, None
         error = ""
@@ -207,7 +217,7 @@ class AutoscaleLoop:
                 # Wakes and sleeps can take 30 s each and a stop 20: the lease is renewed
                 # before each stop, and a leader that lost it stops acting (two leaders
                 # each lowering a Deployment's replicas by one took two pods for one).
-                if not self.lock.acquire():
+                if not self.lock.renew():
                     logger.warning("lost the autoscaler lease while scaling %s down", deployment)
                     return decision, "the autoscaler lease was lost while acting"
                 self.actuator.stop_replica(workers[worker_id])
