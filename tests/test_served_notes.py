@@ -1,28 +1,24 @@
 """The note of which entries answered a request (what a false-hit report reads) lives as
 long as those entries can, at most a day: the notes are in no team's memory budget."""
 
+from dataclasses import replace
+
 import pytest
 
 from caching.cache_plan import CachePlan
 from caching.outcome import Outcome
-from caching.policy import CacheSettings
+from caching.policy import CacheSettings, default_settings
 from caching.responses import SERVED_TTL_S, served_ttl_s
 
 pytestmark = pytest.mark.unit
 
 
 def policy(exact_ttl_s: int, semantic_ttl_s: int, max_age_s: int = 7 * 86_400) -> CacheSettings:
-    return CacheSettings(
-        exact_enabled=True,
-        semantic_enabled=True,
-        cache_sampled=False,
+    return replace(
+        default_settings(),
         exact_ttl_s=exact_ttl_s,
         semantic_ttl_s=semantic_ttl_s,
         max_age_s=max_age_s,
-        similarity_threshold=0.92,
-        verify_enabled=True,
-        max_entry_bytes=262_144,
-        memory_budget_bytes=64 * 1024 * 1024,
     )
 
 
